@@ -3,9 +3,21 @@
 One row ("lane") per thread of work, grouped by worker: the host loop
 (``transfer`` = waiting for the next distributed batch, ``consume`` = the
 step) and, when the TF profiler ran, the tf.data threads (``produce``,
-``map``, ``batch``, ``prefetch``). Spans are drawn as one
-``PolyCollection`` per stage, so 10^6 spans draw in seconds. A strip under
-the lanes shows the prefetch buffer depth the profiler measured.
+``map``, ``batch``, ``prefetch``). A strip under the lanes shows the
+prefetch buffer depth the profiler measured.
+
+Up to :data:`RASTER_THRESHOLD` spans are drawn as polygons, one per span.
+Above it the figure is a per-pixel summary, painted when the figure is
+drawn at the size it is drawn at: every span marks each pixel column it
+touches (at least one, so none disappears), and a pixel column that several
+spans share shows the stage drawn last there. The figure says so beside the
+legend. 10^6 spans draw in about a second, 10^7 in a few.
+
+Lanes that carry nothing in the drawn time range are hidden unless
+``show_idle_lanes=True``: lanes with no span there, and profiler lanes
+(tf.data threads) busy less than :data:`IDLE_BUSY_FRACTION` of it (a thread
+that only ran a few microsecond-long function calls). The figure lists what
+it hid.
 
 The layout (:func:`timeline_layout`) is plain data shared with the
 interactive widget (``vizdist.timeline``) and never touches TensorFlow.
@@ -22,14 +34,15 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from vizdist.analysis.timeline import overlap_summary  # re-exported: it lives in the analysis layer
-from vizdist.render._text import described, plain_figure
+from vizdist.render._text import described, plain_figure, short
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -37,7 +50,8 @@ if TYPE_CHECKING:
 
     from vizdist.trace import Trace
 
-__all__ = ["STAGE_COLORS", "TimelineLayout", "overlap_summary", "plot_timeline", "timeline_layout"]
+__all__ = ["IDLE_BUSY_FRACTION", "RASTER_THRESHOLD", "STAGE_COLORS", "TimelineLayout", "idle_lanes",
+           "overlap_summary", "plot_timeline", "timeline_layout"]
 
 #: Stage -> colour (colour-blind-safe Okabe-Ito palette), in pipeline order.
 STAGE_COLORS: dict[str, str] = {
@@ -49,6 +63,11 @@ STAGE_COLORS: dict[str, str] = {
     "consume": "#0072B2",
 }
 OTHER_COLOR = "#999999"
+#: Above this many spans the static figure is a per-pixel summary instead of one polygon per span.
+RASTER_THRESHOLD = 20_000
+#: A profiler lane whose spans cover less than this fraction of the drawn time is idle (hidden by default).
+IDLE_BUSY_FRACTION = 0.01
+_HOST_STAGES = ("transfer", "consume")
 
 
 @dataclass
@@ -58,43 +77,140 @@ class TimelineLayout:
     Attributes:
         lanes: lane labels, top to bottom (grouped by worker, host lanes first).
         lane_worker: the worker of each lane.
+        lane_profiler: whether each lane holds only TF profiler spans (a tf.data thread).
         lane: lane index of each span.
         start_ms, end_ms: span times in ms from ``t0_ns``.
-        stage: stage name of each span.
+        stage_code: index of each span's stage in ``stage_names`` (the
+            :data:`STAGE_COLORS` stages first, in that order, then others by name);
+            ``stage`` gives the names.
         step: step of each span (-1 when not tied to a step).
-        elements: JSON list of source ids per span (``""`` if none).
-        op: what the span came from (``step``, ``next(iterator)``, a tf.data iterator).
+        op_code: index of what each span came from in ``op_names`` (``step``,
+            ``next(iterator)``, a tf.data iterator); ``op`` gives the names.
         depth: nesting level of each span on its lane (0 = outermost).
         t0_ns: the time origin (epoch ns of the earliest span).
         buffer: prefetch depth samples: columns ``t_ms``, ``buffered``,
             ``buffer_limit``, ``op``, ``worker``, ``lane``.
         step_starts_ms: start of each step's host spans (first worker), for gridlines.
+
+    ``elements`` (JSON list of source ids per span) is read from the trace when asked for.
     """
 
     lanes: list[str]
     lane_worker: list[int]
+    lane_profiler: list[bool]
     lane: np.ndarray
     start_ms: np.ndarray
     end_ms: np.ndarray
-    stage: np.ndarray
+    stage_code: np.ndarray
+    stage_names: list[str]
     step: np.ndarray
-    elements: np.ndarray
-    op: np.ndarray
+    op_code: np.ndarray
+    op_names: list[str]
     depth: np.ndarray
     t0_ns: int
     buffer: pd.DataFrame
     step_starts_ms: dict[int, float]
+    _elements: pd.Series | None = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.lane)
 
+    @cached_property
+    def stage(self) -> np.ndarray:
+        """Stage name of each span."""
+        return np.asarray(self.stage_names, dtype=object)[self.stage_code]
 
-def _lane_order(ev: pd.DataFrame) -> list[tuple[int, str]]:
-    origin = ev["origin"] if "origin" in ev.columns else pd.Series("host", index=ev.index)
-    keys = pd.DataFrame({"worker": ev["worker"], "lane": ev["lane"],
-                         "host": (origin != "xplane").astype(int)}).drop_duplicates(["worker", "lane"])
-    keys = keys.sort_values(["worker", "host", "lane"], ascending=[True, False, True], kind="stable")
-    return list(zip(keys["worker"].astype(int).tolist(), keys["lane"].astype(str).tolist(), strict=True))
+    @cached_property
+    def op(self) -> np.ndarray:
+        """What each span came from (``""`` when unknown)."""
+        return np.asarray(self.op_names or [""], dtype=object)[self.op_code]
+
+    @property
+    def elements(self) -> np.ndarray:
+        """JSON list of source ids of each span (``""`` if none)."""
+        if self._elements is None:
+            return np.full(len(self), "", dtype=object)
+        return self._elements.astype(str).to_numpy()
+
+
+def _codes(values: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """Category codes and names of a text column (one pass, no Python string per row)."""
+    codes, uniques = pd.factorize(values, use_na_sentinel=False)
+    return np.asarray(codes, dtype=np.int64), [str(u) for u in np.asarray(uniques, dtype=object).tolist()]
+
+
+def _stage_codes(values: pd.Series) -> tuple[np.ndarray, list[str]]:
+    codes, names = _codes(values)
+    order = list(STAGE_COLORS) + sorted(set(names) - set(STAGE_COLORS))
+    lookup = np.asarray([order.index(n) for n in names] or [0], dtype=np.int16)
+    return lookup[codes], order
+
+
+def _lanes(ev: pd.DataFrame) -> tuple[np.ndarray, list[tuple[int, str, bool]]]:
+    """Lane index of each span and the lanes (worker, name, profiler-only), ordered:
+    by worker, host lanes first, then by name."""
+    name_code, names = _codes(ev["lane"])
+    worker_code, workers = pd.factorize(ev["worker"].to_numpy(np.int64))
+    key = worker_code.astype(np.int64) * len(names) + name_code
+    n_keys = len(workers) * len(names)
+    rows = np.bincount(key, minlength=n_keys)
+    if "origin" in ev.columns:
+        profiler_rows = np.bincount(key, weights=(ev["origin"] == "xplane").to_numpy(bool), minlength=n_keys)
+    else:
+        profiler_rows = np.zeros(n_keys)
+    present = np.nonzero(rows)[0]
+    lanes = [(int(workers[k // len(names)]), names[k % len(names)], bool(profiler_rows[k] == rows[k]))
+             for k in present.tolist()]
+    order = sorted(range(len(lanes)), key=lambda i: (lanes[i][0], lanes[i][2], lanes[i][1]))
+    position = np.full(n_keys, -1, dtype=np.int32)
+    position[present[order]] = np.arange(len(order), dtype=np.int32)
+    return position[key], [lanes[i] for i in order]
+
+
+def _filter(ev: pd.DataFrame, steps: tuple[int, int] | None, workers: list[int] | None,
+            stages: list[str] | None) -> pd.DataFrame:
+    if workers is not None:
+        ev = ev[ev["worker"].isin(list(workers))]
+    if stages is not None:
+        ev = ev[ev["stage"].isin(list(stages))]
+    if steps is not None:
+        lo, hi = steps
+        in_steps = (ev["step"] >= lo) & (ev["step"] <= hi)
+        tied = ev[in_steps]
+        if len(tied):
+            t_lo, t_hi = int(tied["t_start_ns"].min()), int(tied["t_end_ns"].max())
+            ev = ev[in_steps | ((ev["step"] < 0) & (ev["t_end_ns"] >= t_lo) & (ev["t_start_ns"] <= t_hi))]
+        else:
+            ev = tied
+    return ev
+
+
+def _buffer(ev: pd.DataFrame, t0: int) -> pd.DataFrame:
+    if "buffered" not in ev.columns:
+        return pd.DataFrame(columns=["t_ms", "buffered", "buffer_limit", "op", "worker", "lane"])
+    b = ev[ev["buffered"] >= 0].sort_values("t_start_ns")
+    return pd.DataFrame({
+        "t_ms": (b["t_start_ns"].to_numpy(np.int64) - t0) / 1e6,
+        "buffered": b["buffered"].to_numpy(),
+        "buffer_limit": b["buffer_limit"].to_numpy() if "buffer_limit" in b.columns else -1,
+        "op": b["op"].astype(str).to_numpy() if "op" in b.columns else "",
+        "worker": b["worker"].to_numpy(),
+        "lane": b["lane"].astype(str).to_numpy(),
+    })
+
+
+def _step_starts(ev: pd.DataFrame, stage_code: np.ndarray, t0: int) -> dict[int, float]:
+    """Start of each step's host spans (``transfer``/``consume``) on the first worker that has them."""
+    host_codes = [list(STAGE_COLORS).index(s) for s in _HOST_STAGES]
+    step = ev["step"].to_numpy(np.int64)
+    m = np.isin(stage_code, host_codes) & (step >= 0)
+    if not m.any():
+        return {}
+    worker = ev["worker"].to_numpy(np.int64)[m]
+    first = worker == worker.min()
+    steps, starts = step[m][first], ev["t_start_ns"].to_numpy(np.int64)[m][first]
+    hs = pd.Series(starts).groupby(steps).min()
+    return {int(s): (int(t) - t0) / 1e6 for s, t in hs.items()}
 
 
 def timeline_layout(
@@ -119,8 +235,9 @@ def timeline_layout(
         >>> import vizdist
         >>> t = vizdist.Trace.from_records(events=[
         ...     dict(lane="w0 host", stage="consume", step=0, t_start_ns=10, t_end_ns=2_000_010)])
-        >>> timeline_layout(t).end_ms.tolist()
-        [2.0]
+        >>> lay = timeline_layout(t)
+        >>> lay.end_ms.tolist(), lay.stage.tolist()
+        ([2.0], ['consume'])
     """
     ev = trace.events
     if ev.empty:
@@ -128,72 +245,69 @@ def timeline_layout(
             "this trace has no timed spans (its events table is empty). Record it with "
             "vizdist.trace_distribution(..., timing=True), or load a trace that was."
         )
-    if workers is not None:
-        ev = ev[ev["worker"].isin(list(workers))]
-    if stages is not None:
-        ev = ev[ev["stage"].isin(list(stages))]
-    if steps is not None:
-        lo, hi = steps
-        tied = ev[(ev["step"] >= lo) & (ev["step"] <= hi)]
-        if len(tied):
-            t_lo, t_hi = int(tied["t_start_ns"].min()), int(tied["t_end_ns"].max())
-            ev = ev[((ev["step"] >= lo) & (ev["step"] <= hi))
-                    | ((ev["step"] < 0) & (ev["t_end_ns"] >= t_lo) & (ev["t_start_ns"] <= t_hi))]
-        else:
-            ev = tied
+    ev = _filter(ev, steps, workers, stages)
     if ev.empty:
         raise ValueError("no timed spans are left after filtering by steps/workers/stages; widen the filter.")
-    order = _lane_order(ev)
-    keys = pd.MultiIndex.from_tuples(order, names=["worker", "lane"])
-    lane_idx = keys.get_indexer(pd.MultiIndex.from_arrays(
-        [ev["worker"].astype(np.int64).to_numpy(), ev["lane"].astype(str).to_numpy()])).astype(np.int32)
-    t0 = int(ev["t_start_ns"].min())
-    start = (ev["t_start_ns"].to_numpy(np.int64) - t0) / 1e6
-    end = (ev["t_end_ns"].to_numpy(np.int64) - t0) / 1e6
-    op = ev["op"].astype(str).to_numpy() if "op" in ev.columns else np.full(len(ev), "", dtype=object)
-    if "buffered" in ev.columns:
-        b = ev[ev["buffered"] >= 0].sort_values("t_start_ns")
-        buffer = pd.DataFrame({
-            "t_ms": (b["t_start_ns"].to_numpy(np.int64) - t0) / 1e6,
-            "buffered": b["buffered"].to_numpy(),
-            "buffer_limit": b["buffer_limit"].to_numpy() if "buffer_limit" in b.columns else -1,
-            "op": b["op"].astype(str).to_numpy() if "op" in b.columns else "",
-            "worker": b["worker"].to_numpy(),
-            "lane": b["lane"].astype(str).to_numpy(),
-        })
-    else:
-        buffer = pd.DataFrame(columns=["t_ms", "buffered", "buffer_limit", "op", "worker", "lane"])
-    host = ev[ev["stage"].isin(["transfer", "consume"]) & (ev["step"] >= 0)]
-    if len(host):
-        first_worker = int(host["worker"].min())
-        hs = host[host["worker"] == first_worker].groupby("step")["t_start_ns"].min()
-        step_starts = {int(s): (int(t) - t0) / 1e6 for s, t in hs.items()}
-    else:
-        step_starts = {}
+    lane_idx, order = _lanes(ev)
+    starts_ns = ev["t_start_ns"].to_numpy(np.int64)
+    t0 = int(starts_ns.min())
+    stage_code, stage_names = _stage_codes(ev["stage"])
+    op_code, op_names = _codes(ev["op"]) if "op" in ev.columns else (np.zeros(len(ev), np.int64), [""])
     return TimelineLayout(
-        lanes=[n for _, n in order],
-        lane_worker=[w for w, _ in order],
+        lanes=[n for _, n, _ in order],
+        lane_worker=[w for w, _, _ in order],
+        lane_profiler=[p for _, _, p in order],
         lane=lane_idx,
-        start_ms=start,
-        end_ms=end,
-        stage=ev["stage"].astype(str).to_numpy(),
+        start_ms=(starts_ns - t0) / 1e6,
+        end_ms=(ev["t_end_ns"].to_numpy(np.int64) - t0) / 1e6,
+        stage_code=stage_code,
+        stage_names=stage_names,
         step=ev["step"].to_numpy(np.int64),
-        elements=ev["elements"].astype(str).to_numpy(),
-        op=op,
+        op_code=op_code,
+        op_names=op_names,
         depth=ev["depth"].to_numpy(np.int64) if "depth" in ev.columns else np.zeros(len(ev), np.int64),
         t0_ns=t0,
-        buffer=buffer,
-        step_starts_ms=step_starts,
+        buffer=_buffer(ev, t0),
+        step_starts_ms=_step_starts(ev, stage_code, t0),
+        _elements=ev["elements"] if "elements" in ev.columns else None,
     )
 
 
-def _span_colors(stage: np.ndarray) -> np.ndarray:
+def idle_lanes(lay: TimelineLayout, lo: float | None = None, hi: float | None = None, *,
+               min_busy: float = IDLE_BUSY_FRACTION) -> np.ndarray:
+    """Which lanes carry nothing between ``lo`` and ``hi`` ms (default: the whole run).
+
+    A lane is idle there when none of its spans overlaps the range, or when
+    it is a profiler lane (``lane_profiler``: a tf.data thread) whose
+    outermost spans cover less than ``min_busy`` of the range. The host and
+    replica lanes vizdist records itself are never idle while they hold a span.
+
+    Example:
+        >>> import vizdist
+        >>> t = vizdist.Trace.from_records(events=[
+        ...     dict(lane="w0 host", stage="consume", t_start_ns=0, t_end_ns=10**9, origin="host"),
+        ...     dict(lane="w0 tf.data thread 0", stage="map", t_start_ns=0, t_end_ns=10**3, origin="xplane")])
+        >>> lay = timeline_layout(t)
+        >>> [n for n, idle in zip(lay.lanes, idle_lanes(lay)) if idle]
+        ['w0 tf.data thread 0']
+    """
+    lo = float(lay.start_ms.min()) if lo is None else float(lo)
+    hi = float(lay.end_ms.max()) if hi is None else float(hi)
+    n = len(lay.lanes)
+    inside = (lay.end_ms >= lo) & (lay.start_ms <= hi)
+    any_span = np.bincount(lay.lane[inside], minlength=n) > 0
+    outer = inside & (lay.depth == 0)
+    clipped = np.minimum(lay.end_ms[outer], hi) - np.maximum(lay.start_ms[outer], lo)
+    busy = np.bincount(lay.lane[outer], weights=clipped, minlength=n)
+    quiet = np.asarray(lay.lane_profiler, dtype=bool) & (busy < float(min_busy) * max(hi - lo, 0.0))
+    return ~any_span | quiet
+
+
+def _palette(names: list[str]) -> np.ndarray:
+    """RGBA (0..1) of each stage name (the stage codes index it)."""
     from matplotlib.colors import to_rgba_array
 
-    out = np.tile(to_rgba_array(OTHER_COLOR), (len(stage), 1))
-    for name, color in STAGE_COLORS.items():
-        out[stage == name] = to_rgba_array(color)[0]
-    return out
+    return to_rgba_array([STAGE_COLORS.get(n, OTHER_COLOR) for n in names])
 
 
 def _heights(depth: np.ndarray) -> np.ndarray:
@@ -214,6 +328,130 @@ def _rects(x0: np.ndarray, x1: np.ndarray, y: np.ndarray, h: float | np.ndarray)
     return v
 
 
+@dataclass
+class _Drawn:
+    """The spans a figure draws: those on shown lanes, and each lane's row on the figure."""
+
+    lanes: list[str]  # labels of the shown lanes, top to bottom
+    hidden: list[str]  # labels of the idle lanes left out
+    lane_row: np.ndarray  # row of each layout lane (0 = top, -1: hidden)
+    keep: np.ndarray | None  # spans on shown lanes (None: all)
+    n: int  # spans drawn
+
+    def take(self, values: np.ndarray) -> np.ndarray:
+        """``values`` of the drawn spans (no copy when every span is drawn)."""
+        return values if self.keep is None else values[self.keep]
+
+
+def _drawn(lay: TimelineLayout, lo: float, hi: float, show_idle_lanes: bool) -> _Drawn:
+    hide = np.zeros(len(lay.lanes), bool) if show_idle_lanes else idle_lanes(lay, lo, hi)
+    if hide.all():  # nothing carries anything: show every lane rather than an empty figure
+        hide[:] = False
+    lane_row = np.where(hide, -1, np.cumsum(~hide) - 1).astype(np.int32)
+    keep = None if not hide.any() else ~hide[lay.lane]
+    return _Drawn(lanes=[n for n, h in zip(lay.lanes, hide, strict=True) if not h],
+                  hidden=[n for n, h in zip(lay.lanes, hide, strict=True) if h], lane_row=lane_row, keep=keep,
+                  n=len(lay) if keep is None else int(keep.sum()))
+
+
+def _draw_polygons(ax: Axes, lay: TimelineLayout, d: _Drawn, colors: np.ndarray, faded: bool) -> None:
+    """One PolyCollection, outer spans first so nested (deeper) spans stay visible on top."""
+    from matplotlib.collections import PolyCollection
+
+    idx = np.arange(len(lay)) if d.keep is None else np.flatnonzero(d.keep)
+    order = idx[np.argsort(lay.depth[idx], kind="stable")]
+    verts = _rects(lay.start_ms[order], lay.end_ms[order], d.lane_row[lay.lane[order]], _heights(lay.depth[order]))
+    ax.add_collection(PolyCollection(verts, facecolors=colors[lay.stage_code[order]], edgecolors="white",
+                                     linewidths=0.3 if len(order) < 3000 else 0.0,
+                                     alpha=0.25 if faded else 0.95))
+
+
+def _raster_artist(lay: TimelineLayout, d: _Drawn, palette: np.ndarray, faded: bool) -> Any:
+    """The per-pixel summary as an artist that paints itself at the size the figure is drawn at."""
+    from matplotlib.artist import Artist
+
+    class SpanRaster(Artist):
+        cache: tuple[Any, np.ndarray] | None = None  # the last image and what it was painted for
+
+        def draw(self, renderer: Any) -> None:
+            if not self.get_visible():
+                return
+            ax = self.axes
+            bbox = ax.bbox
+            width, height = max(round(bbox.width), 1), max(round(bbox.height), 1)
+            key = (ax.get_xlim(), ax.get_ylim(), width, height)
+            if self.cache is None or self.cache[0] != key:  # a layout pass and the real draw ask alike
+                self.cache = (key, _paint(lay, d, palette, faded, key[0], key[1], width, height))
+            img = self.cache[1]
+            gc = renderer.new_gc()
+            gc.set_clip_rectangle(bbox.frozen())
+            renderer.draw_image(gc, round(bbox.x0), round(bbox.y0), img[::-1])  # draw_image: row 0 at the bottom
+            gc.restore()
+
+    artist = SpanRaster()
+    artist.set_zorder(1)
+    return artist
+
+
+def _paint(lay: TimelineLayout, d: _Drawn, palette: np.ndarray, faded: bool, xlim: tuple[float, float],
+           ylim: tuple[float, float], width: int, height: int) -> np.ndarray:
+    """RGBA image (row 0 at the top) of the drawn spans, one column per output pixel, O(spans).
+
+    Each span marks every pixel column it overlaps (at least one); per depth
+    level, a pixel column shows the stage most of the spans there have
+    (ties: the first in :data:`STAGE_COLORS` order).
+    """
+    x0, x1 = xlim
+    m = (lay.end_ms >= x0) & (lay.start_ms <= x1)
+    if d.keep is not None:
+        m &= d.keep
+    every = bool(m.all())
+    cover, levels = _coverage((lambda a: a) if every else (lambda a: a[m]), lay, d, x0, x1, width)
+    img = np.zeros((height, width, 4), dtype=np.uint8)
+    colors = np.round(palette * 255).astype(np.uint8)
+    colors[:, 3] = round((0.25 if faded else 0.95) * 255)
+    y_bottom, y_top = ylim
+    to_px = height / ((y_bottom - y_top) or 1.0)
+    for k, level in enumerate(levels):
+        top = np.where(cover[k].any(axis=0), np.argmax(cover[k], axis=0), -1)
+        half = float(_heights(np.asarray([level]))[0]) / 2
+        for r in range(len(d.lanes)):
+            p0 = int(np.clip(np.floor((r - half - y_top) * to_px), 0, height - 1))
+            p1 = int(np.clip(np.ceil((r + half - y_top) * to_px), p0 + 1, height))
+            on = top[r] >= 0
+            if on.any():
+                img[p0:p1, on] = colors[top[r, on]]
+    return img
+
+
+def _coverage(pick: Any, lay: TimelineLayout, d: _Drawn, x0: float, x1: float,
+              width: int) -> tuple[np.ndarray, list[int]]:
+    """How many spans of each (depth level, stage, row) cover each pixel column, and the levels.
+
+    One pair of ``bincount`` over all spans: +1 where a span starts, -1 after it ends, summed along x.
+    """
+    depth = pick(lay.depth)
+    levels = np.flatnonzero(np.bincount(depth)).tolist() if len(depth) else []
+    n_stages, n_rows, cols = len(lay.stage_names), len(d.lanes), width + 1
+    scale = width / ((x1 - x0) or 1.0)
+    key = pick(lay.stage_code).astype(np.int64)
+    key *= n_rows
+    key += d.lane_row[pick(lay.lane)]
+    key *= cols
+    if len(levels) > 1:
+        rank = np.zeros(levels[-1] + 1, dtype=np.int64)
+        rank[levels] = np.arange(len(levels)) * (n_stages * n_rows * cols)
+        key += rank[depth]
+    first = np.clip(((pick(lay.start_ms) - x0) * scale).astype(np.int64), 0, width - 1)
+    first += key
+    after = np.clip(((pick(lay.end_ms) - x0) * scale).astype(np.int64), 0, width - 1)
+    after += key
+    after += 1
+    total = max(len(levels), 1) * n_stages * n_rows * cols
+    diff = np.bincount(first, minlength=total) - np.bincount(after, minlength=total)
+    return np.cumsum(diff.reshape(-1, n_stages, n_rows, cols), axis=3)[..., :width], levels
+
+
 def plot_timeline(
     trace: Trace | TimelineLayout,
     *,
@@ -222,6 +460,7 @@ def plot_timeline(
     highlight_step: int | None = None,
     time_range_ms: tuple[float, float] | None = None,
     show_buffer: bool = True,
+    show_idle_lanes: bool = False,
     title: str | None = None,
     ax: Axes | None = None,
     figsize: tuple[float, float] | None = None,
@@ -236,12 +475,16 @@ def plot_timeline(
         time_range_ms: x limits in ms from the first span.
         show_buffer: add a strip with the measured prefetch buffer depth
             (when the trace holds profiler spans).
+        show_idle_lanes: also draw lanes that carry nothing in the drawn time
+            range (see :func:`idle_lanes`); by default they are left out and
+            the figure lists them.
         title: axes title (default: the strategy and the span count).
         ax: draw into this axes (then no buffer strip is added).
         figsize: figure size in inches.
 
     Returns:
-        The matplotlib figure.
+        The matplotlib figure. Above :data:`RASTER_THRESHOLD` spans it is a
+        per-pixel summary, and says so beside the legend.
 
     Example:
         >>> import vizdist
@@ -253,150 +496,155 @@ def plot_timeline(
         1
     """
     import matplotlib.pyplot as plt
-    from matplotlib.collections import LineCollection, PolyCollection
-    from matplotlib.patches import Patch
 
     lay = trace if isinstance(trace, TimelineLayout) else timeline_layout(trace, steps=steps, workers=workers)
-    n_lanes = len(lay.lanes)
-    want_buffer = show_buffer and ax is None and len(lay.buffer) > 0
-    if ax is None:
-        h = min(1.2 + 0.38 * n_lanes + (1.3 if want_buffer else 0), 14)
-        fig = plt.figure(figsize=figsize or (10, h), layout="constrained")
-        if want_buffer:
-            gs = fig.add_gridspec(2, 1, height_ratios=[max(n_lanes, 2), 1.6])
-            ax = fig.add_subplot(gs[0])
-            bax = fig.add_subplot(gs[1], sharex=ax)
-        else:
-            ax = fig.add_subplot()
-            bax = None
-    else:
-        fig = ax.figure  # type: ignore[assignment]
-        bax = None
-    y = np.asarray(lay.lane, dtype=np.float64)
-    present = [s for s in STAGE_COLORS if (lay.stage == s).any()]
-    others = ~np.isin(lay.stage, list(STAGE_COLORS))
-    hl = None if highlight_step is None else (lay.step == int(highlight_step))
     lo = float(lay.start_ms.min()) if len(lay) else 0.0
     hi = float(lay.end_ms.max()) if len(lay) else 1.0
     if time_range_ms is not None:
         lo, hi = time_range_ms
-    raster = len(lay) > RASTER_THRESHOLD
-    colors = _span_colors(lay.stage)
-    heights = _heights(lay.depth)
-    if raster:
-        _draw_raster(ax, lay, colors, lo, hi, faded=hl is not None)
-    else:
-        # one collection, outer spans first so nested (deeper) spans stay visible on top
-        order = np.argsort(lay.depth, kind="stable")
-        verts = _rects(lay.start_ms[order], lay.end_ms[order], y[order], heights[order])
-        ax.add_collection(PolyCollection(verts, facecolors=colors[order], edgecolors="white",
-                                         linewidths=0.3 if len(lay) < 3000 else 0.0,
-                                         alpha=0.25 if hl is not None else 0.95))
-    if hl is not None and hl.any():
-        idx = np.nonzero(hl)[0]
-        idx = idx[np.argsort(lay.depth[idx], kind="stable")]
-        ax.add_collection(PolyCollection(_rects(lay.start_ms[idx], lay.end_ms[idx], y[idx], heights[idx]),
-                                         facecolors=colors[idx], edgecolors="black", linewidths=0.6))
-    if lay.step_starts_ms and len(lay.step_starts_ms) <= 400:
-        xs = np.asarray(list(lay.step_starts_ms.values()))
-        segs = np.stack([np.stack([xs, np.full_like(xs, -0.5)], 1), np.stack([xs, np.full_like(xs, n_lanes - 0.5)], 1)], 1)
-        ax.add_collection(LineCollection(segs, colors="#444444", linewidths=0.5, linestyles=":", zorder=0))
-        if len(lay.step_starts_ms) <= 40:
-            for s, x in lay.step_starts_ms.items():
-                ax.text(x, -0.55, f"{s}", fontsize=7, color="#444444", va="bottom", ha="left", clip_on=True)
-    ax.set_yticks(range(n_lanes))
-    ax.set_yticklabels(lay.lanes, fontsize=8)
-    ax.set_ylim(n_lanes - 0.5, -0.5 - (0.45 if lay.step_starts_ms else 0))
+    d = _drawn(lay, lo, hi, show_idle_lanes)
+    fig, ax, bax = _axes(lay, d, show_buffer, ax, figsize)
+    raster = d.n > RASTER_THRESHOLD
+    _draw_spans(ax, lay, d, highlight_step, raster)
+    _step_lines(ax, lay, len(d.lanes))
+    ax.set_yticks(range(len(d.lanes)))
+    ax.set_yticklabels(d.lanes, fontsize=8)
+    ax.set_ylim(len(d.lanes) - 0.5, -0.5 - (0.45 if lay.step_starts_ms else 0))
     pad = (hi - lo) * 0.01 or 1.0
     ax.set_xlim(lo - pad, hi + pad)
     ax.set_ylabel("")
-    handles = [Patch(color=STAGE_COLORS[s], label=s) for s in present]
-    if others.any():
-        handles.append(Patch(color=OTHER_COLOR, label="other"))
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False,
-              title="stage", title_fontsize=8)
+    _legend(ax, lay, d)
+    _notes(ax, d, raster)
     if title is None and not isinstance(trace, TimelineLayout):
-        strat = trace.meta.get("strategy", "")
-        title = f"{strat + ': ' if strat else ''}{len(lay):,} spans" + (
-            "; step numbers on top, dotted lines = step starts" if lay.step_starts_ms else "")
-        timing = trace.meta.get("timing")
-        window = timing.get("profiled_steps") if isinstance(timing, dict) else None
-        if window:
-            title += f"; tf.data profiled for steps 0-{int(window) - 1}"
+        title = _default_title(trace, lay, d.n)
     if title:
         ax.set_title(title, fontsize=9, loc="left")
     if bax is not None:
-        for (w, lane, op), g in lay.buffer.groupby(["worker", "lane", "op"], sort=True):
-            where = "next to the step" if str(lane).endswith("(caller)") else str(lane).split(" ", 1)[-1]
-            label = f"{str(op).rsplit('::', 1)[-1]} buffer, {where}"
-            if lay.buffer["worker"].nunique() > 1:
-                label = f"w{w} " + label
-            lim = int(g["buffer_limit"].max())
-            if lim > 0:
-                label += f" (limit {lim})"
-            bax.step(g["t_ms"], g["buffered"], where="post", lw=1, label=label)
-        bax.set_ylabel("buffered", fontsize=8)
-        bax.set_xlabel("time since first span (ms)")
-        bax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
-        bax.set_ylim(bottom=-0.2)
+        _buffer_strip(bax, lay)
         plt.setp(ax.get_xticklabels(), visible=False)
     else:
         ax.set_xlabel("time since first span (ms)")
     plt.close(fig)  # the caller displays it; keeps notebooks from showing it twice
-    return described(plain_figure(fig), _timeline_summary(lay))
+    return described(plain_figure(fig), _timeline_summary(lay, d))
 
 
-def _timeline_summary(lay: TimelineLayout) -> str:
+def _axes(lay: TimelineLayout, d: _Drawn, show_buffer: bool, ax: Axes | None,
+          figsize: tuple[float, float] | None) -> tuple[Any, Any, Any]:
+    import matplotlib.pyplot as plt
+
+    if ax is not None:
+        return ax.figure, ax, None
+    n_lanes = len(d.lanes)
+    want_buffer = show_buffer and len(lay.buffer) > 0
+    h = min(1.2 + 0.38 * n_lanes + (1.3 if want_buffer else 0), 14)
+    fig = plt.figure(figsize=figsize or (10, h), layout="constrained")
+    if not want_buffer:
+        return fig, fig.add_subplot(), None
+    gs = fig.add_gridspec(2, 1, height_ratios=[max(n_lanes, 2), 1.6])
+    ax = fig.add_subplot(gs[0])
+    return fig, ax, fig.add_subplot(gs[1], sharex=ax)
+
+
+def _draw_spans(ax: Axes, lay: TimelineLayout, d: _Drawn, highlight_step: int | None, raster: bool) -> None:
+    from matplotlib.collections import PolyCollection
+
+    palette = _palette(lay.stage_names)
+    faded = highlight_step is not None
+    if raster:
+        ax.add_artist(_raster_artist(lay, d, palette, faded))
+    else:
+        _draw_polygons(ax, lay, d, palette, faded)
+    if highlight_step is None:
+        return
+    hl = lay.step == int(highlight_step)
+    idx = np.flatnonzero(hl if d.keep is None else hl & d.keep)
+    if len(idx):
+        idx = idx[np.argsort(lay.depth[idx], kind="stable")]
+        ax.add_collection(PolyCollection(_rects(lay.start_ms[idx], lay.end_ms[idx], d.lane_row[lay.lane[idx]],
+                                                _heights(lay.depth[idx])),
+                                         facecolors=palette[lay.stage_code[idx]], edgecolors="black",
+                                         linewidths=0.6, zorder=2))
+
+
+def _step_lines(ax: Axes, lay: TimelineLayout, n_lanes: int) -> None:
+    from matplotlib.collections import LineCollection
+
+    if not lay.step_starts_ms or len(lay.step_starts_ms) > 400:
+        return
+    xs = np.asarray(list(lay.step_starts_ms.values()))
+    segs = np.stack([np.stack([xs, np.full_like(xs, -0.5)], 1), np.stack([xs, np.full_like(xs, n_lanes - 0.5)], 1)], 1)
+    ax.add_collection(LineCollection(segs, colors="#444444", linewidths=0.5, linestyles=":", zorder=0))
+    if len(lay.step_starts_ms) <= 40:
+        for s, x in lay.step_starts_ms.items():
+            ax.text(x, -0.55, f"{s}", fontsize=7, color="#444444", va="bottom", ha="left", clip_on=True)
+
+
+def _legend(ax: Axes, lay: TimelineLayout, d: _Drawn) -> None:
+    from matplotlib.patches import Patch
+
+    present = np.bincount(d.take(lay.stage_code), minlength=len(lay.stage_names)) > 0
+    handles = [Patch(color=STAGE_COLORS[s], label=s) for i, s in enumerate(STAGE_COLORS) if present[i]]
+    if present[len(STAGE_COLORS):].any():
+        handles.append(Patch(color=OTHER_COLOR, label="other"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False,
+              title="stage", title_fontsize=8)
+
+
+def _notes(ax: Axes, d: _Drawn, raster: bool) -> None:
+    """Say beside the legend what the figure summarised and which lanes it left out (one text per line)."""
+    from matplotlib.offsetbox import AnchoredOffsetbox, TextArea, VPacker
+
+    lines = []
+    if raster:
+        lines += [f"{d.n:,} spans, summarised", "per pixel: every span marks", "each pixel it touches; a",
+                  "pixel shows the stage most", "spans there have", ""]
+    if d.hidden:
+        lines += [f"{len(d.hidden)} idle lane(s) hidden:", *[short(n, 28) for n in d.hidden[:4]]]
+        lines += [f"and {len(d.hidden) - 4} more"] if len(d.hidden) > 4 else []
+        lines.append("(show_idle_lanes=True shows them)")
+    if not lines:
+        return
+    style = {"fontsize": 7, "color": "#444444"}
+    box = VPacker(children=[TextArea(line, textprops=style) for line in lines], pad=0, sep=1)
+    ax.add_artist(AnchoredOffsetbox(loc="lower left", child=box, frameon=False, pad=0, borderpad=0,
+                                    bbox_to_anchor=(1.01, 0.0), bbox_transform=ax.transAxes))
+
+
+def _default_title(trace: Trace, lay: TimelineLayout, n_drawn: int) -> str:
+    strat = trace.meta.get("strategy", "")
+    title = f"{strat + ': ' if strat else ''}{n_drawn:,} spans" + (
+        "; step numbers on top, dotted lines = step starts" if lay.step_starts_ms else "")
+    timing = trace.meta.get("timing")
+    window = timing.get("profiled_steps") if isinstance(timing, dict) else None
+    if window:
+        title += f"; tf.data profiled for steps 0-{int(window) - 1}"
+    return title
+
+
+def _buffer_strip(bax: Axes, lay: TimelineLayout) -> None:
+    for (w, lane, op), g in lay.buffer.groupby(["worker", "lane", "op"], sort=True):
+        where = "next to the step" if str(lane).endswith("(caller)") else str(lane).split(" ", 1)[-1]
+        label = f"{str(op).rsplit('::', 1)[-1]} buffer, {where}"
+        if lay.buffer["worker"].nunique() > 1:
+            label = f"w{w} " + label
+        lim = int(g["buffer_limit"].max())
+        if lim > 0:
+            label += f" (limit {lim})"
+        bax.step(g["t_ms"], g["buffered"], where="post", lw=1, label=label)
+    bax.set_ylabel("buffered", fontsize=8)
+    bax.set_xlabel("time since first span (ms)")
+    bax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
+    bax.set_ylim(bottom=-0.2)
+
+
+def _timeline_summary(lay: TimelineLayout, d: _Drawn) -> str:
     """What plot_timeline drew: its steps and its host and replica lanes (tf.data thread lanes vary by run)."""
-    steps = sorted({int(s) for s in np.asarray(lay.step).tolist() if s >= 0})
-    fixed = [n for n in lay.lanes if "tf.data" not in n]
-    more = " and tf.data lanes" if len(fixed) < len(lay.lanes) else ""
-    span = f"steps {steps[0]}..{steps[-1]}" if steps else "no steps"
+    steps = d.take(lay.step)
+    steps = steps[steps >= 0]
+    fixed = [n for n in d.lanes if "tf.data" not in n]
+    more = " and tf.data lanes" if len(fixed) < len(d.lanes) else ""
+    span = f"steps {steps.min()}..{steps.max()}" if len(steps) else "no steps"
     return f"timeline of {span}; lanes: {', '.join(fixed) or 'none'}{more}"
-
-
-#: Above this many spans the static figure draws a pixel-exact coverage image
-#: (one bin per output pixel column) instead of one polygon per span.
-RASTER_THRESHOLD = 20_000
-
-
-def _draw_raster(ax: Axes, lay: TimelineLayout, colors: np.ndarray, lo: float, hi: float, *,
-                 faded: bool, width: int = 2400) -> None:
-    """Draw every span into a (lanes x width) coverage image, O(n) in spans.
-
-    Each span marks every pixel column it overlaps (at least one), so no
-    span disappears however short it is. Deeper (nested) spans are painted
-    later and thinner, as in the vector drawing.
-    """
-    n_lanes = len(lay.lanes)
-    rows = 20  # image rows per lane
-    img = np.zeros((n_lanes * rows, width, 4), dtype=np.float32)
-    span = (hi - lo) or 1.0
-    b0 = np.clip(((lay.start_ms - lo) / span * width).astype(np.int64), 0, width - 1)
-    b1 = np.clip(((lay.end_ms - lo) / span * width).astype(np.int64), 0, width - 1)
-    inside = (lay.end_ms >= lo) & (lay.start_ms <= hi)
-    alpha = 0.25 if faded else 0.95
-    lane_row = np.arange(n_lanes) * rows
-    for d in np.unique(lay.depth):
-        half = round(float(_heights(np.asarray([d]))[0]) * rows / 2)
-        r0, r1 = rows // 2 - half, rows // 2 + half
-        for stage in [*STAGE_COLORS, None]:
-            m = inside & (lay.depth == d)
-            m &= (lay.stage == stage) if stage is not None else ~np.isin(lay.stage, list(STAGE_COLORS))
-            if not m.any():
-                continue
-            size = n_lanes * (width + 1)
-            lane_base = lay.lane[m].astype(np.int64) * (width + 1)
-            diff = (np.bincount(lane_base + b0[m], minlength=size)
-                    - np.bincount(lane_base + b1[m] + 1, minlength=size)).reshape(n_lanes, width + 1)
-            cover = np.cumsum(diff, axis=1)[:, :width] > 0
-            rgba = colors[np.argmax(m)].astype(np.float32).copy()
-            rgba[3] = alpha
-            li, xi = np.nonzero(cover)
-            for r in range(r0, r1):
-                img[lane_row[li] + r, xi] = rgba
-    ax.imshow(img, extent=(lo, hi, n_lanes - 0.5, -0.5), aspect="auto", interpolation="nearest",
-              origin="upper", zorder=1)
 
 
 def _repr_png(fig: Figure, *, dpi: int = 80) -> bytes:
