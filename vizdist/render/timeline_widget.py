@@ -7,10 +7,21 @@ stage, step and the source element ids of that step. ``timeline(trace,
 explorer=vizdist.show(trace))`` links the explorer's step slider to the
 timeline: the chosen step's spans are outlined, the rest fade.
 
-The widget syncs only plain JSON built from the trace (``spec``), the
-visible range (``view``, in ms from the first span) and the highlighted step
-(``step``). Outside a live kernel (GitHub, nbval) it shows a static PNG of
-the same timeline and a one-line text summary.
+What it syncs: ``spec`` (plain JSON: lanes, stages, colours, step
+boundaries and element ids), ``columns`` (the span columns as binary
+buffers, one per column, sorted by depth then start: no JSON per span, so
+10^6 spans are about 28 MB sent as they are), ``view`` (the visible range,
+in ms from the first span), ``step`` (the highlighted step) and
+``show_idle_lanes``.
+
+With more than :data:`SUMMARY_ABOVE` spans in view the canvas draws a
+per-pixel summary (every span marks each pixel it touches; a pixel shows
+the stage most spans there have) and says so; zoom in and every span is
+drawn. Lanes that carry nothing in view (see
+:func:`~vizdist.render.timeline_figure.idle_lanes`) are hidden unless
+``show_idle_lanes`` is on; the bar says how many. Outside a live kernel
+(GitHub, nbval) it shows a static PNG of the same timeline and a one-line
+text summary.
 
 Example:
     >>> import vizdist
@@ -26,7 +37,6 @@ Example:
 from __future__ import annotations
 
 import base64
-import json
 from pathlib import Path
 from typing import Any
 
@@ -35,21 +45,25 @@ import pandas as pd
 
 from vizdist._optional import require
 from vizdist.render.timeline_figure import (
+    IDLE_BUSY_FRACTION,
     OTHER_COLOR,
     STAGE_COLORS,
     TimelineLayout,
+    idle_lanes,
     plot_timeline,
     timeline_layout,
 )
 from vizdist.trace import Trace
 
-__all__ = ["Timeline", "timeline", "timeline_spec"]
+__all__ = ["SUMMARY_ABOVE", "Timeline", "span_columns", "timeline", "timeline_spec"]
 
 anywidget = require("anywidget", pip="anywidget", conda="anywidget")
 traitlets = require("traitlets", pip="traitlets", conda="traitlets")
 
 _HERE = Path(__file__).parent
 _MAX_IDS_SHOWN = 48
+#: With more spans than this in view, the widget draws a per-pixel summary instead of each span.
+SUMMARY_ABOVE = 20_000
 
 
 def _ids_label(ids: list[int]) -> str:
@@ -58,33 +72,47 @@ def _ids_label(ids: list[int]) -> str:
     return ", ".join(map(str, ids[:_MAX_IDS_SHOWN])) + f", … ({len(ids)} in all)"
 
 
-def _pack_columns(lay: TimelineLayout, codes: dict[str, np.ndarray]) -> str:
-    """The span columns as one JSON text of base64 little-endian arrays.
+def _small_int(top: int) -> str:
+    """The smallest little-endian dtype that holds codes 0..top."""
+    return "<u1" if top < 1 << 8 else "<u2" if top < 1 << 16 else "<i4"
 
-    ``start``/``end`` are float64 ms from the first span, the rest int32.
-    One string is fast to build and to sync (ipywidgets would otherwise walk
-    every item of 10^5-long lists looking for binary buffers) and stays
-    plain JSON; the browser decodes it into typed arrays.
+
+def span_columns(lay: TimelineLayout) -> dict[str, Any]:
+    """The span columns the widget syncs: binary little-endian buffers, sorted by depth then start.
+
+    ``start``/``end`` are float64 ms from the first span; ``step`` int32;
+    ``lane``, ``stage``, ``depth``, ``op`` the smallest unsigned type that
+    holds them (``dtypes`` names each). ``order`` maps each row back to the
+    layout's span. ipywidgets sends every ``memoryview`` of a synced dict as
+    a binary buffer, and the browser reads it as a typed array without a copy.
+
+    Example:
+        >>> t = Trace.from_records(events=[
+        ...     dict(lane="a", stage="map", t_start_ns=2 * 10**6, t_end_ns=3 * 10**6),
+        ...     dict(lane="a", stage="map", t_start_ns=0, t_end_ns=10**6)])
+        >>> cols = span_columns(timeline_layout(t))
+        >>> np.frombuffer(cols["start"], dtype=cols["dtypes"]["start"]).tolist(), cols["order"].tolist()
+        ([0.0, 2.0], [1, 0])
     """
-    def b64(a: np.ndarray, dtype: str) -> str:
-        return base64.b64encode(np.ascontiguousarray(a, dtype=dtype).tobytes()).decode("ascii")
-
-    doc = {
-        "n": len(lay),
-        "start": b64(lay.start_ms, "<f8"),
-        "end": b64(lay.end_ms, "<f8"),
-        "lane": b64(lay.lane, "<i4"),
-        "stage": b64(codes["stage"], "<i4"),
-        "step": b64(lay.step, "<i4"),
-        "depth": b64(lay.depth, "<i4"),
-        "op": b64(codes["op"], "<i4"),
+    order = np.lexsort((lay.start_ms, lay.depth))
+    parts = {
+        "start": (lay.start_ms, "<f8"),
+        "end": (lay.end_ms, "<f8"),
+        "lane": (lay.lane, _small_int(len(lay.lanes))),
+        "stage": (lay.stage_code, _small_int(len(lay.stage_names))),
+        "step": (lay.step, "<i4"),
+        "depth": (np.minimum(lay.depth, 255), "<u1"),
+        "op": (lay.op_code, _small_int(len(lay.op_names))),
     }
-    return json.dumps(doc, separators=(",", ":"))
+    cols: dict[str, Any] = {"n": len(lay), "order": order, "dtypes": {}}
+    for name, (values, dtype) in parts.items():
+        cols[name] = memoryview(np.ascontiguousarray(np.asarray(values)[order], dtype=dtype)).cast("B")
+        cols["dtypes"][name] = np.dtype(dtype).name
+    return cols
 
 
-def timeline_spec(trace: Trace, layout: TimelineLayout | None = None, *, columns: bool = True,
-                  codes: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
-    """The plain-JSON dict the widget draws (columnar span arrays, lanes, colours).
+def timeline_spec(trace: Trace, layout: TimelineLayout | None = None, *, columns: bool = True) -> dict[str, Any]:
+    """The plain-JSON dict the widget draws (lanes, stages, colours, steps; span columns as lists).
 
     Example:
         >>> t = Trace.from_records(events=[
@@ -94,67 +122,64 @@ def timeline_spec(trace: Trace, layout: TimelineLayout | None = None, *, columns
         (['w0 host'], 'transfer', [1.0])
     """
     lay = layout or timeline_layout(trace)
-    stages = list(STAGE_COLORS) + sorted(set(pd.unique(lay.stage).tolist()) - set(STAGE_COLORS))
-    colors = [STAGE_COLORS.get(s, OTHER_COLOR) for s in stages]
-    stage_idx = {s: i for i, s in enumerate(stages)}
-    inv, uniq = pd.factorize(lay.stage)
-    stage_codes = np.asarray([stage_idx[s] for s in uniq.tolist()], dtype=np.int64)[inv]
-    op_codes, ops = pd.factorize(lay.op.astype(str))
-    # step -> element ids, from the elements table (what the hover shows)
-    step_elements: dict[str, str] = {}
-    el = trace.elements
-    if len(el):
-        e = el.sort_values(["worker", "step", "replica", "position"], kind="stable")
-        wanted = set(pd.unique(lay.step).tolist())
-        for (w, s), grp in e[e["step"].isin(wanted)].groupby(["worker", "step"], sort=False):
-            step_elements[f"{int(w)}:{int(s)}"] = _ids_label(grp["source_id"].astype(int).tolist())
-    dur = lay.end_ms - lay.start_ms
-    if codes is not None:
-        codes["stage"], codes["op"] = stage_codes, np.asarray(op_codes)
+    colors = [STAGE_COLORS.get(s, OTHER_COLOR) for s in lay.stage_names]
     out = {
         "lanes": list(lay.lanes),
         "lane_worker": [int(w) for w in lay.lane_worker],
-        "stages": stages,
+        "lane_profiler": [bool(p) for p in lay.lane_profiler],
+        "stages": list(lay.stage_names),
         "colors": colors,
-        "ops": [str(o) for o in ops.tolist()],
+        "ops": [str(o) for o in lay.op_names],
         "t_min": float(lay.start_ms.min()) if len(lay) else 0.0,
         "t_max": float(lay.end_ms.max()) if len(lay) else 1.0,
-        "max_dur": float(dur.max()) if len(lay) else 0.0,
         "t0_unix_ns": int(lay.t0_ns),
         "step_starts": {str(k): float(v) for k, v in lay.step_starts_ms.items()},
-        "step_elements": step_elements,
+        "step_elements": _step_elements(trace, lay),
+        "summary_above": SUMMARY_ABOVE,
+        "idle_busy_fraction": IDLE_BUSY_FRACTION,
     }
-    if columns:  # plain lists (for tests and other consumers); the widget packs them instead
+    if columns:  # plain lists (for tests and other consumers); the widget sends binary buffers instead
         out.update(lane=lay.lane.astype(int).tolist(), start=lay.start_ms.tolist(), end=lay.end_ms.tolist(),
-                   stage=stage_codes.tolist(), step=lay.step.astype(int).tolist(),
-                   depth=lay.depth.astype(int).tolist(), op=np.asarray(op_codes).astype(int).tolist())
+                   stage=lay.stage_code.astype(int).tolist(), step=lay.step.astype(int).tolist(),
+                   depth=lay.depth.astype(int).tolist(), op=lay.op_code.astype(int).tolist())
     return out
+
+
+def _step_elements(trace: Trace, lay: TimelineLayout) -> dict[str, str]:
+    """``"worker:step"`` -> the source ids that step delivered (what the hover shows)."""
+    el = trace.elements
+    if not len(el):
+        return {}
+    wanted = pd.unique(lay.step[lay.step >= 0])
+    e = el[el["step"].isin(wanted)].sort_values(["worker", "step", "replica", "position"], kind="stable")
+    return {f"{int(w)}:{int(s)}": _ids_label(grp["source_id"].astype(int).tolist())
+            for (w, s), grp in e.groupby(["worker", "step"], sort=False)}
 
 
 class Timeline(anywidget.AnyWidget):  # type: ignore[misc]
     """A zoomable canvas timeline of a trace's spans. Build it with :func:`timeline`.
 
-    Synced traits (plain JSON): ``spec`` (lanes, stages, colours, step
-    boundaries and element ids), ``columns`` (the span columns as one JSON
-    text, see :func:`timeline_spec`), ``view`` (``[t0, t1]``
-    visible range in ms from the first span; ``[]`` = everything) and
-    ``step`` (the highlighted step, -1 for none).
+    Synced traits: ``spec`` (plain JSON, see :func:`timeline_spec`),
+    ``columns`` (binary span columns, see :func:`span_columns`), ``view``
+    (``[t0, t1]`` visible range in ms from the first span; ``[]`` =
+    everything), ``step`` (the highlighted step, -1 for none) and
+    ``show_idle_lanes`` (draw lanes that carry nothing in view).
     """
 
     _esm = _HERE / "timeline_widget.js"
     _css = _HERE / "timeline_widget.css"
     spec = traitlets.Dict().tag(sync=True)
-    columns = traitlets.Unicode("{}").tag(sync=True)
+    columns = traitlets.Dict().tag(sync=True)
     view = traitlets.List(traitlets.Float(), default_value=[]).tag(sync=True)
     step = traitlets.Int(-1).tag(sync=True)
+    show_idle_lanes = traitlets.Bool(False).tag(sync=True)
 
-    def __init__(self, trace: Trace, *, static_max_spans: int = 200_000, **kwargs: Any) -> None:
+    def __init__(self, trace: Trace, **kwargs: Any) -> None:
         self._trace = trace
         self._layout = timeline_layout(trace)
-        self._static_max_spans = static_max_spans
-        self._codes: dict[str, np.ndarray] = {}
-        super().__init__(spec=timeline_spec(trace, self._layout, columns=False, codes=self._codes),
-                         columns=_pack_columns(self._layout, self._codes), **kwargs)
+        cols = span_columns(self._layout)
+        del cols["order"]  # the browser needs no way back to the layout's rows
+        super().__init__(spec=timeline_spec(trace, self._layout, columns=False), columns=cols, **kwargs)
 
     # -- queries (also what tests check) -------------------------------------
     @property
@@ -170,6 +195,19 @@ class Timeline(anywidget.AnyWidget):  # type: ignore[misc]
         lo, hi = self.visible_range
         lay = self._layout
         return int(((lay.end_ms >= lo) & (lay.start_ms <= hi)).sum())
+
+    def hidden_lanes(self) -> list[str]:
+        """The lanes left out of the current view: idle there (see ``idle_lanes``), unless ``show_idle_lanes``."""
+        if self.show_idle_lanes:
+            return []
+        lay = self._layout
+        hide = idle_lanes(lay, *self.visible_range)
+        return [] if hide.all() else [n for n, h in zip(lay.lanes, hide, strict=True) if h]
+
+    @property
+    def summarised(self) -> bool:
+        """Whether the view is drawn as a per-pixel summary (more than ``SUMMARY_ABOVE`` spans in view)."""
+        return self.visible_spans() > SUMMARY_ABOVE
 
     def zoom(self, factor: float, *, center_ms: float | None = None) -> None:
         """Zoom by ``factor`` (< 1 zooms in) around ``center_ms`` (default: the middle).
@@ -215,18 +253,16 @@ class Timeline(anywidget.AnyWidget):  # type: ignore[misc]
         """The static timeline (what GitHub and nbval show) as PNG bytes."""
         import io
 
-        lay = self._layout
         lo, hi = self.visible_range
-        fig = plot_timeline(lay if len(lay) <= self._static_max_spans else self._trace,
-                            highlight_step=self.step if self.step >= 0 else None,
+        fig = plot_timeline(self._layout, highlight_step=self.step if self.step >= 0 else None,
                             time_range_ms=(lo, hi) if list(self.view) else None,
-                            title=self._summary())
+                            show_idle_lanes=self.show_idle_lanes, title=self._summary())
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=dpi)
         return buf.getvalue()
 
     def _summary(self) -> str:
-        steps = sorted(set(self._layout.step[self._layout.step >= 0].tolist()))
+        steps = np.unique(self._layout.step[self._layout.step >= 0])
         workers = sorted(set(self._layout.lane_worker))
         return (f"vizdist timeline: {len(steps)} steps, {len(workers)} worker(s); "
                 "lanes grouped by worker")
@@ -245,7 +281,8 @@ class Timeline(anywidget.AnyWidget):  # type: ignore[misc]
         return (data, meta) if meta else data
 
 
-def timeline(trace: Trace, *, explorer: Any = None, step: int | None = None) -> Timeline:
+def timeline(trace: Trace, *, explorer: Any = None, step: int | None = None,
+             show_idle_lanes: bool = False) -> Timeline:
     """Open the interactive timeline of a trace recorded with ``timing=True``.
 
     Args:
@@ -253,6 +290,7 @@ def timeline(trace: Trace, *, explorer: Any = None, step: int | None = None) -> 
         explorer: a step explorer (``vizdist.show(trace)``) whose step slider
             highlights that step's spans here.
         step: a step to highlight and zoom to at the start.
+        show_idle_lanes: also draw lanes that carry nothing in view (hidden by default).
 
     Returns:
         The :class:`Timeline` widget (display it as a cell's last value).
@@ -270,7 +308,7 @@ def timeline(trace: Trace, *, explorer: Any = None, step: int | None = None) -> 
     """
     if not isinstance(trace, Trace):
         raise TypeError(f"timeline takes a vizdist.Trace; got {type(trace).__name__}.")
-    tl = Timeline(trace)
+    tl = Timeline(trace, show_idle_lanes=bool(show_idle_lanes))
     if explorer is not None:
         tl.link_explorer(explorer)
     if step is not None:
