@@ -14,7 +14,17 @@ subprocess, so their peak RSS is measured separately: the extra peak of the
 traced run over the untraced one, per element, is the memory row (aim <= 100 B),
 and the 10^7 row also saves and loads its Parquet trace.
 
-Run: ``python benchmarks/overhead.py`` (about 5 minutes on 2 cores);
+Where the overhead goes: ``--explain`` adds a ``tag only`` variant to the
+in-process rows: the tagged pipeline distributed and iterated by the same
+loop as ``untraced``, with nothing recorded. ``tag only`` / ``untraced`` is
+what TensorFlow spends carrying vizdist's tag (one more component per
+element; the distributed iterator's per-step work per component);
+``traced`` / ``tag only`` is vizdist's own recording.
+
+Run: ``python benchmarks/overhead.py`` (every row, shorter runs: about 3
+minutes of CPU, 4-6 minutes of wall time on 2 shared cores);
+``--full`` runs the rows at the issue's sizes (batch 32 over 100k elements,
+3,125 steps) with 5 repeats and 3 of the 10^6 row (about 15 minutes);
 ``--big`` adds 10^7 elements (about 15 more minutes); ``--timing`` adds
 ``timing=True`` / ``timing=0`` variants to the batch-512 row.
 """
@@ -56,6 +66,9 @@ IN_PROCESS = [
     Shape("8 TFRecord files, 100k records, batch 256", "tfrecord", 100_000, 256, 1.05),
     Shape("range, batch 512, 10^5", "range", 100_000, 512, 1.03),
 ]
+#: The default (quick) run: the same shapes, the longest rows shorter (the ratio is per step and per element).
+QUICK = {"range, batch 32 (3,125 steps)": Shape("range, batch 32 (1,250 steps)", "range", 40_000, 32, 1.05),
+         "range, batch 256, 100k": Shape("range, batch 256, 50k", "range", 50_000, 256, 1.05)}
 SUBPROCESS = [Shape("range, batch 512, 10^6", "range", 1_000_000, 512, 1.03)]
 BIG = [Shape("range, batch 512, 10^7", "range", 10_000_000, 512, 1.03)]
 MEMORY_AIM_B = 100
@@ -113,7 +126,16 @@ def _workload(tf: Any, strategy: Any, shape: Shape, folder: str) -> dict[str, An
         t = vizdist.trace_distribution(strategy, dataset(), step_fn=step, progress=False, **kw)
         return int(t.meta["steps_run"])
 
-    variants: dict[str, Any] = {"untraced": untraced, "traced": traced}
+    def tag_only() -> int:
+        from vizdist.instrument.tagging import tag_dataset
+
+        n = 0
+        for _tag, batch in strategy.experimental_distribute_dataset(tag_dataset(dataset()).dataset):
+            strategy.experimental_local_results(strategy.run(step, args=(batch,)))
+            n += 1
+        return n
+
+    variants: dict[str, Any] = {"untraced": untraced, "traced": traced, "tag only": tag_only}
     variants["_trace"] = lambda: vizdist.trace_distribution(strategy, dataset(), step_fn=step, progress=False)
     return variants
 
@@ -125,18 +147,20 @@ def _measure(fn: Any) -> tuple[float, float, int]:
 
 
 # -- in-process rows ----------------------------------------------------------------------
-def _run_in_process(tf: Any, strategy: Any, shape: Shape, repeats: int, timing: bool) -> dict[str, Any]:
+def _run_in_process(tf: Any, strategy: Any, shape: Shape, repeats: int, timing: bool,
+                    explain: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="vizdist-bench-") as folder:
         w = _workload(tf, strategy, shape, folder)
-        names = ["untraced", "traced"]
+        names = ["untraced", "traced"] + (["tag only"] if explain else [])
         if timing:
             w["timing"] = lambda: w["traced"](timing=True)
             w["timing-host"] = lambda: w["traced"](timing=0)
             names += ["timing", "timing-host"]
         warm = _workload(tf, strategy, Shape("warm", shape.source, 64 * shape.batch, shape.batch, 0.0),
                          os.path.join(folder, "warm"))
-        warm["untraced"]()  # warm up on a short run: tf.function tracing, thread pools, file cache
-        warm["traced"]()
+        for name in ("untraced", "traced", "tag only"):  # warm up on a short run: tf.function tracing,
+            if name in names:                             # thread pools, file cache
+                warm[name]()
         cpu: dict[str, list[float]] = {k: [] for k in names}
         wall: dict[str, list[float]] = {k: [] for k in names}
         steps: dict[str, int] = {}
@@ -220,6 +244,14 @@ def _row(label: str, res: dict[str, Any], name: str, aim: float | None) -> str:
             f"{w_min:5.2f}x {w_med:5.2f}x   {aim_s:<9} {verdict}")
 
 
+def _split_row(res: dict[str, Any]) -> str:
+    """Where the traced run's extra CPU goes: TF carrying the tag vs vizdist recording (min CPU)."""
+    c = {k: min(v) for k, v in res["cpu"].items()}
+    return (f"  {'':<44} {'':<12} of the extra CPU: TF carrying the tag {c['tag only'] - c['untraced']:+.2f} s "
+            f"({(c['tag only'] - c['untraced']) / res['steps'] * 1e3:+.2f} ms/step), vizdist recording "
+            f"{c['traced'] - c['tag only']:+.2f} s ({(c['traced'] - c['tag only']) / res['steps'] * 1e3:+.2f} ms/step)")
+
+
 def _memory_row(shape: Shape, res: dict[str, Any]) -> str:
     extra_kb = min(res["peaks"]["traced"]) - min(res["peaks"]["untraced"])
     per = extra_kb * 1024 / shape.n
@@ -234,7 +266,10 @@ def _memory_row(shape: Shape, res: dict[str, Any]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=3, help="interleaved repeats of each in-process row")
+    ap.add_argument("--repeats", type=int, default=None,
+                    help="interleaved repeats of each in-process row (default 3; 5 with --full)")
+    ap.add_argument("--full", action="store_true", help="the issue's sizes, more repeats (about 15 minutes)")
+    ap.add_argument("--explain", action="store_true", help="add a 'tag only' variant: TF's cost of carrying the tag")
     ap.add_argument("--big", action="store_true", help="add the 10^7-element row (subprocesses)")
     ap.add_argument("--timing", action="store_true", help="add timing=True / timing=0 to the batch-512 row")
     ap.add_argument("--only", default="", help="run only rows whose label contains this text")
@@ -244,31 +279,38 @@ def main() -> None:
     if args.child:
         _child(args.child[0], int(args.child[1]), int(args.child[2]), args.save)
         return
+    args.repeats = args.repeats or (5 if args.full else 3)
+    started = time.perf_counter()
     tf, strategy = _setup()
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs at the start", flush=True)
     print(f"vizdist tracing overhead: {REPLICAS} replicas (MirroredStrategy on logical CPUs), TF {tf.__version__}, "
           f"{os.cpu_count()} CPUs; traced / untraced, min and median of {args.repeats} interleaved repeats "
           "(subprocess rows: one run per variant unless --repeats)", flush=True)
     header = (f"  {'shape':<44} {'variant':<12} {'CPU':>9}  {'CPU min':>6} {'med':>5}   {'wall min':>6} {'med':>5}   aim")
     print(header)
     for shape in IN_PROCESS:
+        shape = shape if args.full else QUICK.get(shape.label, shape)
         if args.only and args.only not in shape.label:
             continue
-        res = _run_in_process(tf, strategy, shape, args.repeats, args.timing and shape.batch == 512)
+        res = _run_in_process(tf, strategy, shape, args.repeats, args.timing and shape.batch == 512, args.explain)
         for name in res["cpu"]:
             if name != "untraced":
-                aim = shape.aim if name == "traced" else 1.5
+                aim = shape.aim if name == "traced" else None if name == "tag only" else 1.5
                 print(_row(shape.label, res, name, aim), flush=True)
+        if "tag only" in res["cpu"]:
+            print(_split_row(res), flush=True)
     memory = []
     for shape in SUBPROCESS + (BIG if args.big else []):
         if args.only and args.only not in shape.label:
             continue
-        res = _run_subprocess(shape, 1 if shape.n > 1_000_000 else max(1, args.repeats // 3),
+        res = _run_subprocess(shape, 1 if shape.n > 1_000_000 else 3 if args.full else 1,
                               save=shape.n > 1_000_000)
         print(_row(shape.label, res, "traced", shape.aim), flush=True)
         memory.append(_memory_row(shape, res))
     if memory:
         print("\n  memory (fresh process per variant, after the same warm-up):")
         print("\n".join(memory))
+    print(f"\n  took {time.perf_counter() - started:.0f} s; load average {os.getloadavg()[0]:.1f} at the end")
 
 
 if __name__ == "__main__":

@@ -259,9 +259,11 @@ def _to_json(value: Any) -> Any:
 
 def _result_json(value: Any) -> str:
     """JSON of one replica's step result (a scalar tensor, the usual case, without the general walk)."""
-    if type(value).__name__ == "EagerTensor" and not value.shape:
+    if type(value).__name__ == "EagerTensor" and value._shape_tuple() == ():
         item = value.numpy().item()
-        if isinstance(item, (int, float, bool)):
+        if type(item) is int:  # json.dumps of an int is its str(); bool (an int subclass) is not
+            return str(item)
+        if isinstance(item, (float, bool)):
             return json.dumps(item)
     return json.dumps(_to_json(value))
 

@@ -295,12 +295,12 @@ class Recorder:
             raise ValueError("Recorder.add takes exactly one of ids= or tags=.")
         if tags is not None and self._decode is None:
             raise ValueError("Recorder.add(tags=...) needs Recorder(decode=...) to read them.")
-        arr = np.asarray(tags if tags is not None else ids, dtype=np.int64).reshape(-1)
-        n = int(arr.shape[0])
+        arr = _int64_vector(tags if tags is not None else ids)
+        n = len(arr)
         b = self._b
         b["step"].append(step)
         b["replica"].append(replica)
-        b["worker"].append(_batch_worker(worker, self.worker))
+        b["worker"].append(self.worker if worker is None else _batch_worker(worker, self.worker))
         b["device"].append(device)
         b["replica_device"].append(device if replica_device is None else replica_device)
         b["n_elements"].append(n)
@@ -310,8 +310,10 @@ class Recorder:
         self._ids.append(arr)
         self._files.append(sources)
         self._workers.append(worker if worker is not None and np.ndim(worker) else None)
-        self._add_extra(self._b_extra, batch or {}, len(self) - 1, None)
-        self._add_extra(self._e_extra, elements or {}, len(self) - 1, n)
+        if batch or self._b_extra:  # the common case (no extra columns) skips both
+            self._add_extra(self._b_extra, batch or {}, len(self) - 1, None)
+        if elements or self._e_extra:
+            self._add_extra(self._e_extra, elements or {}, len(self) - 1, n)
         self._n_total += n
         return n
 
@@ -455,6 +457,13 @@ class Recorder:
 
 
 _RELEASED = np.zeros(0, dtype=np.int64)
+
+
+def _int64_vector(values: Any) -> np.ndarray:
+    """``values`` as a 1-D int64 array (no copy when it already is one: the per-step case)."""
+    if type(values) is np.ndarray and values.dtype == np.int64 and values.ndim == 1:
+        return values
+    return np.asarray(values, dtype=np.int64).reshape(-1)
 
 
 class _Files:
