@@ -167,6 +167,11 @@ def _lanes(ev: pd.DataFrame) -> tuple[np.ndarray, list[tuple[int, str, bool]]]:
     return position[key], [lanes[i] for i in order]
 
 
+def _lane_order(ev: pd.DataFrame) -> list[tuple[int, str]]:
+    """The (worker, lane) pairs of an events table in timeline order (also the order of exported traces)."""
+    return [(w, name) for w, name, _ in _lanes(ev)[1]]
+
+
 def _filter(ev: pd.DataFrame, steps: tuple[int, int] | None, workers: list[int] | None,
             stages: list[str] | None) -> pd.DataFrame:
     if workers is not None:
