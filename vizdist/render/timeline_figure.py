@@ -643,11 +643,16 @@ def _buffer_strip(bax: Axes, lay: TimelineLayout) -> None:
 
 
 def _timeline_summary(lay: TimelineLayout, d: _Drawn) -> str:
-    """What plot_timeline drew: its steps and its host and replica lanes (tf.data thread lanes vary by run)."""
+    """What plot_timeline drew: its steps and the host and replica lanes vizdist records itself.
+
+    Profiler lanes (tf.data threads) are only counted in: which threads TF used, and which were idle,
+    varies from run to run.
+    """
     steps = d.take(lay.step)
     steps = steps[steps >= 0]
-    fixed = [n for n in d.lanes if "tf.data" not in n]
-    more = " and tf.data lanes" if len(fixed) < len(d.lanes) else ""
+    shown = d.lane_row >= 0
+    fixed = [n for n, p, s in zip(lay.lanes, lay.lane_profiler, shown, strict=True) if s and not p]
+    more = " and TF profiler lanes" if any(p and s for p, s in zip(lay.lane_profiler, shown, strict=True)) else ""
     span = f"steps {steps.min()}..{steps.max()}" if len(steps) else "no steps"
     return f"timeline of {span}; lanes: {', '.join(fixed) or 'none'}{more}"
 
