@@ -139,25 +139,34 @@ function render({ model, el: host }) {
     model.save_changes();
   }
 
-  // One pass over the spans in view: how many, which lanes hold any, how busy (outermost spans),
-  // and the highlighted step's spans.
-  function scan(t0, t1, sel) {
-    const nL = (spec.lanes || []).length;
-    const any = new Uint8Array(nL), busy = new Float64Array(nL), outlined = [];
+  // One pass over the spans in view: how many, which lanes hold any, how busy (outermost spans), the
+  // highlighted step's spans, and for the summary, per depth level, how many spans of each (stage, lane)
+  // cover each of the W pixel columns (+1 where a span starts, -1 after it ends; summed along x later).
+  function scan(t0, t1, sel, W) {
+    const nL = (spec.lanes || []).length, S = (spec.stages || []).length, C = W + 1;
+    const any = new Uint8Array(nL), busy = new Float64Array(nL), outlined = [], counts = [];
+    const { start, end, lane, stage, step } = cols;
+    const scale = W / (t1 - t0);
     let count = 0;
     for (const lvl of levels) {
       const [from, to] = candidates(cols, lvl, t0, t1);
+      const cnt = new Int32Array(S * nL * C);
+      counts.push(cnt);
       const outer = lvl === levels[0] && lvl.depth === 0;
       for (let i = from; i < to; i++) {
-        const b = cols.end[i];
+        const b = end[i];
         if (b < t0) continue;
-        const ln = cols.lane[i];
+        const a = start[i], ln = lane[i];
         count++; any[ln] = 1;
-        if (outer) busy[ln] += Math.min(b, t1) - Math.max(cols.start[i], t0);
-        if (sel >= 0 && cols.step[i] === sel && outlined.length < MAX_OUTLINED) outlined.push(i);
+        if (outer) busy[ln] += Math.min(b, t1) - Math.max(a, t0);
+        if (sel >= 0 && step[i] === sel && outlined.length < MAX_OUTLINED) outlined.push(i);
+        const base = (stage[i] * nL + ln) * C;
+        const c0 = Math.floor((a - t0) * scale), c1 = Math.floor((b - t0) * scale);
+        cnt[base + (c0 < 0 ? 0 : c0 >= W ? W - 1 : c0)]++;
+        cnt[base + (c1 < 0 ? 0 : c1 >= W ? W - 1 : c1) + 1]--;
       }
     }
-    return { count, any, busy, outlined };
+    return { count, any, busy, outlined, counts };
   }
 
   function hiddenLanes(seen, t0, t1) {
@@ -213,24 +222,15 @@ function render({ model, el: host }) {
   // The per-pixel summary: per depth level, count the spans of each (stage, lane) over each pixel
   // column (+1 where a span starts, -1 after it ends, summed along x); a pixel shows the stage with
   // the most spans there (ties: the first stage).
-  function drawSummary(ctx, t0, t1, plotW, H, dpr, faded) {
-    const W = Math.max(1, Math.round(plotW * dpr)), HP = Math.max(1, Math.round(H * dpr));
+  function drawSummary(ctx, counts, W, H, dpr, faded) {
+    const HP = Math.max(1, Math.round(H * dpr));
     const S = spec.stages.length, L = laneY.length, C = W + 1;
-    const scale = W / (t1 - t0);
     const img = new ImageData(W, HP);
     const px = new Uint32Array(img.data.buffer);
     const color = spec.colors.map((c) => rgba32(c, faded ? 0.25 : 0.95));
-    const cnt = new Int32Array(S * L * C), best = new Int32Array(L * W), top = new Int16Array(L * W);
-    for (const lvl of levels) {
-      cnt.fill(0);
-      const [from, to] = candidates(cols, lvl, t0, t1);
-      for (let i = from; i < to; i++) {
-        const b = cols.end[i], ln = cols.lane[i];
-        if (b < t0 || laneY[ln] < 0) continue;
-        const base = (cols.stage[i] * L + ln) * C;
-        cnt[base + Math.min(Math.max(Math.floor((cols.start[i] - t0) * scale), 0), W - 1)]++;
-        cnt[base + Math.min(Math.max(Math.floor((b - t0) * scale), 0), W - 1) + 1]--;
-      }
+    const best = new Int32Array(L * W), top = new Int16Array(L * W);
+    levels.forEach((lvl, k) => {
+      const cnt = counts[k];
       best.fill(0); top.fill(-1);
       for (let s = 0; s < S; s++) {
         for (let l = 0; l < L; l++) {
@@ -254,7 +254,7 @@ function render({ model, el: host }) {
           for (let r = r0; r < r1; r++) px[r * W + x] = c;
         }
       }
-    }
+    });
     off.width = W; off.height = HP;
     off.getContext("2d").putImageData(img, 0, 0);
     ctx.drawImage(off, LABEL_W, 0, W / dpr, HP / dpr);
@@ -307,12 +307,14 @@ function render({ model, el: host }) {
     const tDraw = performance.now();
     const [t0, t1] = view();
     const sel = model.get("step");
-    const seen = scan(t0, t1, sel);
-    const hide = hiddenLanes(seen, t0, t1);
-    const H = layoutRows(hide);
     drawnWidth = wrap.clientWidth;
     width = Math.max(drawnWidth || 800, 300);
     const dpr = window.devicePixelRatio || 1;
+    const plotW = width - LABEL_W - 8;
+    const W = Math.max(1, Math.round(plotW * dpr)); // pixel columns of the summary
+    const seen = scan(t0, t1, sel, W);
+    const hide = hiddenLanes(seen, t0, t1);
+    const H = layoutRows(hide);
     canvas.width = Math.floor(width * dpr);
     canvas.height = Math.floor(H * dpr);
     canvas.style.width = width + "px";
@@ -320,7 +322,6 @@ function render({ model, el: host }) {
     const ctx = canvas.getContext("2d");
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.clearRect(0, 0, width, H);
-    const plotW = width - LABEL_W - 8;
     const sx = plotW / (t1 - t0);
     const X = (t) => LABEL_W + (t - t0) * sx;
     drawRows(ctx);
@@ -336,7 +337,7 @@ function render({ model, el: host }) {
     ctx.beginPath(); ctx.rect(LABEL_W, 0, plotW, H - AXIS_H); ctx.clip();
     let drawn = seen.count;
     if (summary) {
-      drawSummary(ctx, t0, t1, plotW, H - AXIS_H, dpr, sel >= 0);
+      drawSummary(ctx, seen.counts, W, H - AXIS_H, dpr, sel >= 0);
       if (sel >= 0) outline(ctx, seen.outlined, t0, sx);
     } else {
       drawn = drawSpans(ctx, t0, t1, sx, sel);
