@@ -105,7 +105,13 @@ Placement keys (``distribution`` / ``multi_worker``; written only when asked,
   ``cross_device_ops`` (the class that combined the values), ``inputs`` /
   ``results`` (list of dict ``{replica, device, value, type}``),
   ``destinations`` (list of str), ``expected`` (TF's documented rule applied
-  to the inputs), ``ops`` (placement rows of the reduction), ``note``.
+  to the inputs), ``ops`` (placement rows of the reduction), ``note``,
+  ``workers`` (list of int: the processes that recorded it; a multi-worker
+  reduction is joined across them by ``Trace.merge``), ``collectives`` (list
+  of :class:`CollectiveOp`: each collective op with its device,
+  ``communication_hint``, ``group_size`` and the ``implementation`` TF's rule
+  picks) and ``communication`` (dict: ``requested``, the
+  ``CommunicationOptions`` implementation; ``timeout_seconds``; ``rule``).
 - ``loss_scaling`` (list of :class:`LossScalingRow`) and
   ``loss_scaling_global_batch_size`` (int or null):
   :func:`vizdist.trace_loss_scaling`, one row per step.
@@ -158,7 +164,7 @@ from typing import Any, TypedDict
 from vizdist.errors import TraceFormatError
 
 __all__ = [
-    "KINDS", "BadResult", "BadRow", "ClusterMeta", "CommonMeta", "DataServiceMeta", "DistributedValuesMeta",
+    "KINDS", "BadResult", "BadRow", "ClusterMeta", "CollectiveOp", "CommonMeta", "DataServiceMeta", "DistributedValuesMeta",
     "DistributionMeta", "FailedReplica", "FailedStep", "LossScalingRow", "MultiWorkerMeta", "NonfiniteOp",
     "NumericsMeta", "ParameterServerMeta", "PlacementCopy", "PlacementMeta", "PlacementOp", "ReductionMeta",
     "ShardComparisonMeta", "Stall", "StoppedWorker", "TimingMeta", "TraceFormatError", "infer_kind",
@@ -333,6 +339,17 @@ class PlacementMeta(TypedDict, total=False):
     numerics: NumericsMeta
 
 
+class CollectiveOp(TypedDict, total=False):
+    """One collective op a reduction ran (``CollectiveReduceV2`` ...), read from the graph TF built."""
+
+    op_type: str
+    op_name: str
+    device: str
+    communication_hint: str
+    group_size: int | None
+    implementation: str
+
+
 class ReductionMeta(TypedDict, total=False):
     """One entry of ``meta["reductions"]``: one reduction, input per device to result per destination."""
 
@@ -346,6 +363,9 @@ class ReductionMeta(TypedDict, total=False):
     expected: Any
     ops: list[PlacementOp]
     note: str
+    workers: list[int]
+    collectives: list[CollectiveOp]
+    communication: dict[str, Any]
 
 
 class CommonMeta(TypedDict, total=False):

@@ -92,3 +92,94 @@ def test_loss_scaling_full_partial_and_empty_batches(tf, mirrored):
     last = table.iloc[-1]
     assert last["MEAN of them"] is None or np.isnan(last["MEAN of them"])  # an empty replica's mean is NaN
     assert last["SUM of them"] != pytest.approx(last["mean over arrived elements"])  # partial step: not the mean
+
+
+# -- MultiWorkerMirroredStrategy: real worker processes (slow) ------------------------------
+#: (CommunicationOptions implementation, how, reduce_op, axis): one cluster run records them all.
+MWMS_CASES = [("RING", "reduce", "SUM", None), ("RING", "all_gather", "SUM", None),
+              ("AUTO", "all_reduce", "MEAN", None), ("AUTO", "reduce", "MEAN", 0)]
+
+
+def _mwms_work(ctx, out_dir, cases):
+    """In each worker: plain TF's reductions first (no vizdist), then the same ones traced."""
+    import json
+    from pathlib import Path
+
+    import numpy as np
+    import tensorflow as tf
+
+    import vizdist
+    from vizdist.instrument.placement import short_device
+
+    def local(s, v):
+        return [[short_device(x.device), np.asarray(x).tolist()] for x in s.experimental_local_results(v)]
+
+    def fn(c):
+        return tf.constant([1.0, 2.0]) * tf.cast(c.replica_id_in_sync_group + 1, tf.float32)
+
+    plain, entries, last = [], [], None
+    for impl, how, op, axis in cases:
+        opts = tf.distribute.experimental.CommunicationOptions(
+            implementation=getattr(tf.distribute.experimental.CommunicationImplementation, impl), timeout_seconds=30)
+        s = tf.distribute.MultiWorkerMirroredStrategy(communication_options=opts)
+        v = s.experimental_distribute_values_from_function(fn)
+        if how == "reduce":
+            r = s.reduce(op, v, axis=axis)
+            results = [[short_device(r.device), np.asarray(r).tolist()]]
+        else:
+            def replica(x, how=how, op=op):
+                c = tf.distribute.get_replica_context()
+                return c.all_reduce(op, x) if how == "all_reduce" else c.all_gather(x, axis=0)
+
+            results = local(s, s.run(replica, args=(v,)))
+        plain.append({"inputs": local(s, v), "results": results, "replicas": s.num_replicas_in_sync,
+                      "cross_device_ops": type(s.extended._get_cross_device_ops(v)).__name__})
+        last = vizdist.trace_reduction(s, fn, how=how, reduce_op=op, axis=axis)
+        entries += last.meta["reductions"]
+    Path(out_dir, f"plain-{ctx.task}.json").write_text(json.dumps(plain))
+    return vizdist.Trace(meta={**last.meta, "reductions": entries})
+
+
+@pytest.fixture(scope="module")
+def mwms(tmp_path_factory):
+    import json
+
+    out = tmp_path_factory.mktemp("mwms-plain")
+    with vizdist.LocalCluster(workers=2, timeout=240, progress=False) as cluster:
+        trace = cluster.run(_mwms_work, str(out), MWMS_CASES)
+    plain = [json.loads((out / f"plain-worker-{w}.json").read_text()) for w in range(2)]
+    return trace, plain
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", range(len(MWMS_CASES)), ids=["-".join(map(str, c)) for c in MWMS_CASES])
+def test_mwms_reductions_match_plain_tf_in_every_worker(mwms, case):
+    trace, plain = mwms
+    impl, how, _, _ = MWMS_CASES[case]
+    r = trace.meta["reductions"][case]
+    mine = [p[case] for p in plain]  # what plain TF computed in worker 0 and worker 1
+    assert r["workers"] == [0, 1]
+    assert [[i["device"], i["value"]] for i in r["inputs"]] == [x for p in mine for x in p["inputs"]]
+    assert [[x["device"], x["value"]] for x in r["results"]] == [x for p in mine for x in p["results"]]
+    for p in mine:
+        for _, value in p["results"]:
+            assert r["expected"] == pytest.approx(value)  # TF's documented rule over every worker's input
+    assert r["cross_device_ops"] == mine[0]["cross_device_ops"]
+    coll = r["collectives"]
+    assert {c["communication_hint"] for c in coll} == {impl.lower()}
+    assert {c["group_size"] for c in coll} == {mine[0]["replicas"]}
+    assert {c["device"] for c in coll} == {d for p in mine for d, _ in p["inputs"]}
+    # CPU devices: TF's AssignCollectiveType picks the ring for RING and AUTO alike
+    assert {c["implementation"] for c in coll} == {"RingGather" if how == "all_gather" else "RingReduce"}
+    assert r["communication"]["requested"] == impl
+
+
+@pytest.mark.slow
+def test_mwms_reduction_view_steps_through_both_workers(mwms):
+    trace, _ = mwms
+    lay = reduction_layout(trace, index=0)
+    assert lay["devices"] == ["worker:0/CPU:0", "worker:1/CPU:0"]
+    meet = lay["frames"][1]["cells"]
+    assert all("CollectiveReduceV2" in meet[d] for d in lay["devices"])
+    assert "RingReduce" in lay["title"] and "ring" in lay["title"]
+    assert len(vizdist.show_reduction(trace, index=0).widget().children) == 2  # Play + slider, and the frames
