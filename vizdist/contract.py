@@ -99,7 +99,13 @@ Placement keys (``distribution`` / ``multi_worker``; written only when asked,
   null: TF's whole message when the run failed, e.g. ``check_numerics``),
   ``failed_step`` (dict or null: the step that raised, ``{step, arrived,
   replicas: [{replica, device, source_ids, nonfinite_positions}]}``; the
-  ids are known when the step's batch had arrived).
+  ids are known when the step's batch had arrived), ``failed_element``
+  (dict or null, :class:`FailedElement`: when a ``map`` of the input
+  pipeline raised, the element it raised on, found by re-running the map's
+  function element by element: ``source_ids`` / ``source_files`` /
+  ``source_lines`` / ``epochs``, ``map_index`` (which map, source first),
+  ``op_name`` / ``op_type`` / ``devices`` of the failing op, TF's
+  ``message`` from that call, ``checked`` elements, ``how``).
 - ``reductions`` (list of :class:`ReductionMeta`): reductions recorded by
   :func:`vizdist.trace_reduction`: ``call``, ``reduce_op``, ``axis``,
   ``cross_device_ops`` (the class that combined the values), ``inputs`` /
@@ -165,7 +171,7 @@ from vizdist.errors import TraceFormatError
 
 __all__ = [
     "KINDS", "BadResult", "BadRow", "ClusterMeta", "CollectiveOp", "CommonMeta", "DataServiceMeta", "DistributedValuesMeta",
-    "DistributionMeta", "FailedReplica", "FailedStep", "LossScalingRow", "MultiWorkerMeta", "NonfiniteOp",
+    "DistributionMeta", "FailedElement", "FailedReplica", "FailedStep", "LossScalingRow", "MultiWorkerMeta", "NonfiniteOp",
     "NumericsMeta", "ParameterServerMeta", "PlacementCopy", "PlacementMeta", "PlacementOp", "ReductionMeta",
     "ShardComparisonMeta", "Stall", "StoppedWorker", "TimingMeta", "TraceFormatError", "infer_kind",
     "validate_meta",
@@ -293,6 +299,22 @@ class FailedStep(TypedDict, total=False):
     replicas: list[FailedReplica]
 
 
+class FailedElement(TypedDict, total=False):
+    """The element a ``map`` of the input pipeline raised on (``vizdist.instrument.map_failure``)."""
+
+    map_index: int
+    source_ids: list[int]
+    source_files: list[str]
+    source_lines: list[int]
+    epochs: list[int]
+    op_name: str
+    op_type: str
+    devices: list[str]
+    message: str
+    checked: int
+    how: str
+
+
 class NumericsMeta(TypedDict, total=False):
     """``meta["placement"]["numerics"]``: NaN/Inf seen in the run."""
 
@@ -301,6 +323,7 @@ class NumericsMeta(TypedDict, total=False):
     first_nonfinite_op: NonfiniteOp | None
     error: str | None
     failed_step: FailedStep | None
+    failed_element: FailedElement | None
 
 
 class LossScalingRow(TypedDict, total=False):
