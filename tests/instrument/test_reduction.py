@@ -63,6 +63,17 @@ def test_replica_context_reductions_match_plain_tf(tf, strategy, how):
     assert lay["frames"][1]["cells"]  # the ops that combined the values, with their devices
 
 
+def test_into_collects_several_reductions_and_refuses_other_traces(tf, mirrored):
+    first = vizdist.trace_reduction(mirrored, [1.0, 2.0, 3.0, 4.0])
+    both = vizdist.trace_reduction(mirrored, [1.0, 2.0, 3.0, 4.0], how="all_reduce", into=first)
+    assert [r["call"] for r in both.meta["reductions"]] == ["Strategy.reduce", "ReplicaContext.all_reduce"]
+    plain = mirrored.reduce("SUM", mirrored.experimental_distribute_values_from_function(
+        lambda c: tf.constant([1.0, 2.0, 3.0, 4.0])[c.replica_id_in_sync_group]), axis=None)
+    assert [r["results"][0]["value"] for r in both.meta["reductions"]] == [float(plain)] * 2
+    with pytest.raises(TypeError, match="earlier trace_reduction"):
+        vizdist.trace_reduction(mirrored, [1.0, 2.0, 3.0, 4.0], into=vizdist.Trace())
+
+
 def test_distributed_values_in_trace_distribution_no_longer_type_error(tf, mirrored):
     value = mirrored.experimental_distribute_values_from_function(_value_fn(tf))
     t = vizdist.trace_distribution(mirrored, value)
@@ -117,7 +128,7 @@ def _mwms_work(ctx, out_dir, cases):
     def fn(c):
         return tf.constant([1.0, 2.0]) * tf.cast(c.replica_id_in_sync_group + 1, tf.float32)
 
-    plain, entries, last = [], [], None
+    plain, traced = [], None
     for impl, how, op, axis in cases:
         opts = tf.distribute.experimental.CommunicationOptions(
             implementation=getattr(tf.distribute.experimental.CommunicationImplementation, impl), timeout_seconds=30)
@@ -134,10 +145,9 @@ def _mwms_work(ctx, out_dir, cases):
             results = local(s, s.run(replica, args=(v,)))
         plain.append({"inputs": local(s, v), "results": results, "replicas": s.num_replicas_in_sync,
                       "cross_device_ops": type(s.extended._get_cross_device_ops(v)).__name__})
-        last = vizdist.trace_reduction(s, fn, how=how, reduce_op=op, axis=axis)
-        entries += last.meta["reductions"]
+        traced = vizdist.trace_reduction(s, fn, how=how, reduce_op=op, axis=axis, into=traced)
     Path(out_dir, f"plain-{ctx.task}.json").write_text(json.dumps(plain))
-    return vizdist.Trace(meta={**last.meta, "reductions": entries})
+    return traced
 
 
 @pytest.fixture(scope="module")

@@ -157,6 +157,7 @@ def trace_reduction(
     reduce_op: str = "SUM",
     axis: int | None = None,
     destinations: str | None = None,
+    into: Trace | None = None,
 ) -> Trace:
     """Run one real reduction and record every input, the result on each destination, and its ops.
 
@@ -183,10 +184,15 @@ def trace_reduction(
             along that axis of each value; gather axis for ``all_gather``).
         destinations: device for ``merge_call``'s ``reduce_to`` (default:
             where each value lives, i.e. every replica).
+        into: a trace from an earlier ``trace_reduction`` to add this one to
+            (several reductions in one trace, e.g. one per
+            ``CommunicationOptions``; each worker of a cluster must record
+            the same ones in the same order).
 
     Returns:
-        A trace whose ``meta["reductions"]`` has one entry (and
-        ``meta["placement"]`` the ops it ran).
+        A trace whose ``meta["reductions"]`` has one entry per reduction
+        (and ``meta["placement"]`` the ops of the last one; each entry keeps
+        its own in ``ops``).
 
     Example:
         >>> t = vizdist.trace_reduction(s, [1.0, 2.0, 3.0, 4.0], reduce_op="MEAN")  # doctest: +SKIP
@@ -223,9 +229,18 @@ def trace_reduction(
     if collectives:
         entry["communication"] = communication(strategy)
     meta = _meta(strategy)
-    meta["reductions"] = [entry]
+    meta["reductions"] = [*_earlier(into), entry]
     meta["placement"] = rec.placement()
     return Trace(meta=meta)
+
+
+def _earlier(into: Trace | None) -> list[dict[str, Any]]:
+    if into is None:
+        return []
+    if not isinstance(into, Trace) or "reductions" not in into.meta:
+        raise TypeError(f"into= takes a trace from an earlier trace_reduction; got {type(into).__name__} without "
+                        "meta['reductions'].")
+    return list(into.meta["reductions"])
 
 
 _CALLS = {"reduce": "Strategy.reduce", "all_reduce": "ReplicaContext.all_reduce",
