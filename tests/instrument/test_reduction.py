@@ -106,9 +106,10 @@ def test_loss_scaling_full_partial_and_empty_batches(tf, mirrored):
 
 
 # -- MultiWorkerMirroredStrategy: real worker processes (slow) ------------------------------
-#: (CommunicationOptions implementation, how, reduce_op, axis): one cluster run records them all.
-MWMS_CASES = [("RING", "reduce", "SUM", None), ("RING", "all_gather", "SUM", None),
-              ("AUTO", "all_reduce", "MEAN", None), ("AUTO", "reduce", "MEAN", 0)]
+#: (CommunicationOptions implementation, how, reduce_op, axis, value): one cluster run records them all.
+MWMS_CASES = [("RING", "reduce", "SUM", None, "vector"), ("RING", "all_gather", "SUM", None, "vector"),
+              ("AUTO", "all_reduce", "MEAN", None, "vector"), ("AUTO", "reduce", "MEAN", 0, "vector"),
+              ("AUTO", "reduce", "MEAN", None, "scalar")]
 
 
 def _mwms_work(ctx, out_dir, cases):
@@ -125,15 +126,19 @@ def _mwms_work(ctx, out_dir, cases):
     def local(s, v):
         return [[short_device(x.device), np.asarray(x).tolist()] for x in s.experimental_local_results(v)]
 
-    def fn(c):
+    def vector(c):
         return tf.constant([1.0, 2.0]) * tf.cast(c.replica_id_in_sync_group + 1, tf.float32)
 
+    def scalar(c):
+        return float(c.replica_id_in_sync_group)
+
     plain, traced = [], None
-    for impl, how, op, axis in cases:
+    for impl, how, op, axis, kind in cases:
+        fn = vector if kind == "vector" else scalar
         opts = tf.distribute.experimental.CommunicationOptions(
             implementation=getattr(tf.distribute.experimental.CommunicationImplementation, impl), timeout_seconds=30)
         s = tf.distribute.MultiWorkerMirroredStrategy(communication_options=opts)
-        v = s.experimental_distribute_values_from_function(fn)
+        v = s.experimental_distribute_values_from_function(lambda c, fn=fn: tf.convert_to_tensor(fn(c)))
         if how == "reduce":
             r = s.reduce(op, v, axis=axis)
             results = [[short_device(r.device), np.asarray(r).tolist()]]
@@ -165,7 +170,7 @@ def mwms(tmp_path_factory):
 @pytest.mark.parametrize("case", range(len(MWMS_CASES)), ids=["-".join(map(str, c)) for c in MWMS_CASES])
 def test_mwms_reductions_match_plain_tf_in_every_worker(mwms, case):
     trace, plain = mwms
-    impl, how, _, _ = MWMS_CASES[case]
+    impl, how, *_ = MWMS_CASES[case]
     r = trace.meta["reductions"][case]
     mine = [p[case] for p in plain]  # what plain TF computed in worker 0 and worker 1
     assert r["workers"] == [0, 1]

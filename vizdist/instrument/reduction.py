@@ -136,16 +136,27 @@ def _run_eagerly(fn: Callable[[Any], Any], value: Any) -> Any:
         return fn(value)
 
 
-def _every_value(strategy: tf.distribute.Strategy, value: Any) -> list[Any]:
-    """Every replica's value, also the other workers' (TF's own all-gather, in replica order)."""
-    flat = strategy.run(lambda x: tf.reshape(tf.cast(x, tf.float64), [-1]), args=(value,))
-    shapes = strategy.run(lambda x: tf.expand_dims(tf.shape(x), 0), args=(value,))
-    values, dims = np.asarray(strategy.gather(flat, axis=0)), np.asarray(strategy.gather(shapes, axis=0))
+def _local_arrays(strategy: tf.distribute.Strategy, value: Any) -> list[np.ndarray]:
+    return [np.asarray(v.read_value() if isinstance(v, tf.Variable) else v, dtype=np.float64)
+            for v in strategy.experimental_local_results(value)]
+
+
+def _every_value(strategy: tf.distribute.Strategy, value: Any) -> list[np.ndarray]:
+    """Every replica's value, also the other workers' (TF's own all-gather, in replica order).
+
+    Each replica sends its values flattened behind a leading 0, and its size: never an empty tensor
+    (TF 2.21's collective gather of an empty tensor killed the worker process here). Shapes are rebuilt
+    from the sizes and this worker's own shape beyond the first axis (the values may differ along it).
+    """
+    flat = strategy.run(lambda x: tf.concat([[0.0], tf.reshape(tf.cast(x, tf.float64), [-1])], 0), args=(value,))
+    sizes = strategy.run(lambda x: tf.reshape(tf.size(x), [1]), args=(value,))
+    values = np.asarray(strategy.gather(flat, axis=0))
+    mine = _local_arrays(strategy, value)[0]
     out, at = [], 0
-    for shape in dims:
-        n = int(np.prod(shape))
-        out.append(values[at:at + n].reshape(shape).tolist())
-        at += n
+    for n in np.asarray(strategy.gather(sizes, axis=0)).tolist():
+        chunk = values[at + 1:at + 1 + n]
+        at += n + 1
+        out.append(chunk.reshape([-1, *mine.shape[1:]]) if mine.ndim else chunk.reshape(()))
     return out
 
 
@@ -204,7 +215,7 @@ def trace_reduction(
     worker, offset = worker_position(strategy)
     multi = num_workers(strategy) > 1
     inputs = value_rows(strategy, value, offset=offset)
-    every = _every_value(strategy, value) if multi else [r["value"] for r in inputs]
+    every = _every_value(strategy, value) if multi else _local_arrays(strategy, value)
     fn = _reduction_fn(strategy, how, reduce_op, axis, destinations, place=multi)
     # MWMS launches eager collectives from a thread pool, where TF's debugger (per thread) sees nothing:
     # record a run inside one tf.function, where every part runs in this thread
@@ -222,7 +233,7 @@ def trace_reduction(
         "call": _CALLS[how], "reduce_op": reduce_op if how != "all_gather" else "GATHER", "axis": axis,
         "cross_device_ops": _cross_device_ops(strategy, value), "workers": [worker],
         "inputs": inputs, "destinations": sorted({r["device"] for r in results}), "results": results,
-        "expected": expected_reduction(every, how, reduce_op, axis),
+        "expected": _json(np.asarray(expected_reduction(every, how, reduce_op, axis))),
         "ops": [o for o in rec.ops() if o["stage"] in ("reduce", "step", "host", "transfer")],
         "collectives": collectives, "note": _note(traced, multi),
     }
