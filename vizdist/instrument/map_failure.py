@@ -33,6 +33,8 @@ from vizdist.instrument.tagging import _apply, _Builder, decode_tags
 
 __all__ = ["find_map_failure", "node_of"]
 
+_UPSTREAM_ERRORS = 100  # errors in a row before a map: its input is broken (say, a missing file), stop there
+
 HOW = ("vizdist re-ran the input pipeline after the run failed, with its tags, and called the map's own function "
        "(a fresh tf.function, as Dataset.map traces it) on each element in order until it raised")
 
@@ -85,16 +87,16 @@ def _op_type(fn: Any, node: str) -> str:
 def _walk(stage: tf.data.Dataset, fn: Any, deadline: float, limit: int) -> tuple[Any, Any, int, str]:
     """(tag, error, elements checked, failing op's type) of the first element the map's function raises on."""
     probe = tf.function(lambda v: _apply(fn, v), reduce_retracing=True)
-    it, n = iter(stage), 0
-    while n < limit and time.monotonic() < deadline:
+    it, n, upstream = iter(stage), 0, 0
+    while n < limit and upstream < _UPSTREAM_ERRORS and time.monotonic() < deadline:
         try:
             tag, value = next(it)
         except StopIteration:
             break
         except tf.errors.OpError:
-            n += 1  # it failed before this map (an earlier map raised on it)
+            n, upstream = n + 1, upstream + 1  # it failed before this map (an earlier stage raised on it)
             continue
-        n += 1
+        n, upstream = n + 1, 0
         try:
             probe(value)
         except tf.errors.OpError as exc:
@@ -110,7 +112,7 @@ def _named(tag: Any, sources: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def find_map_failure(datasets: list[tf.data.Dataset], *, node: str = "", limit: int = 100_000,
-                     seconds: float = 30.0) -> dict[str, Any] | None:
+                     seconds: float = 20.0) -> dict[str, Any] | None:
     """The first element a ``map`` of these pipelines raises on (see the module docs), or None.
 
     Args:

@@ -268,8 +268,8 @@ class PlacementRecorder:
         from vizdist.instrument.map_failure import find_map_failure, node_of
 
         cause = exc.__cause__ if exc.__cause__ is not None else exc
-        if self.inputs is None or not isinstance(cause, tf.errors.OpError):
-            return None
+        if self.inputs is None or not isinstance(cause, tf.errors.InvalidArgumentError):
+            return None  # check_numerics and tf.debugging.assert_* raise InvalidArgumentError
         dataset, dataset_fn, contexts = self.inputs
         try:
             datasets = [dataset] if dataset is not None else [
