@@ -106,14 +106,17 @@ def test_loss_scaling_full_partial_and_empty_batches(tf, mirrored):
 
 
 # -- MultiWorkerMirroredStrategy: real worker processes (slow) ------------------------------
-#: (CommunicationOptions implementation, how, reduce_op, axis, value): one cluster run records them all.
-MWMS_CASES = [("RING", "reduce", "SUM", None, "vector"), ("RING", "all_gather", "SUM", None, "vector"),
-              ("AUTO", "all_reduce", "MEAN", None, "vector"), ("AUTO", "reduce", "MEAN", 0, "vector"),
-              ("AUTO", "reduce", "MEAN", None, "scalar")]
+#: CommunicationOptions implementation -> (how, reduce_op, axis, value) recorded in one cluster run each.
+#: One strategy per process: TF 2.21 gives a second MultiWorkerMirroredStrategy in a process the same
+#: collective group and instance keys, and the two strategies' collectives then collide.
+MWMS_CASES = {"RING": [("reduce", "SUM", None, "vector"), ("all_gather", "SUM", None, "vector")],
+              "AUTO": [("all_reduce", "MEAN", None, "vector"), ("reduce", "MEAN", 0, "vector"),
+                       ("reduce", "MEAN", None, "scalar")]}
+MWMS_IDS = [(impl, i) for impl, cases in MWMS_CASES.items() for i in range(len(cases))]
 
 
-def _mwms_work(ctx, out_dir, cases):
-    """In each worker: plain TF's reductions first (no vizdist), then the same ones traced."""
+def _mwms_work(ctx, out_dir, impl, cases):
+    """In each worker, one strategy: plain TF's reductions first (no vizdist), then the same ones traced."""
     import json
     from pathlib import Path
 
@@ -123,7 +126,7 @@ def _mwms_work(ctx, out_dir, cases):
     import vizdist
     from vizdist.instrument.placement import short_device
 
-    def local(s, v):
+    def local(v):
         return [[short_device(x.device), np.asarray(x).tolist()] for x in s.experimental_local_results(v)]
 
     def vector(c):
@@ -132,12 +135,12 @@ def _mwms_work(ctx, out_dir, cases):
     def scalar(c):
         return float(c.replica_id_in_sync_group)
 
+    opts = tf.distribute.experimental.CommunicationOptions(
+        implementation=tf.distribute.experimental.CommunicationImplementation[impl], timeout_seconds=30)
+    s = tf.distribute.MultiWorkerMirroredStrategy(communication_options=opts)
     plain, traced = [], None
-    for impl, how, op, axis, kind in cases:
+    for how, op, axis, kind in cases:
         fn = vector if kind == "vector" else scalar
-        opts = tf.distribute.experimental.CommunicationOptions(
-            implementation=getattr(tf.distribute.experimental.CommunicationImplementation, impl), timeout_seconds=30)
-        s = tf.distribute.MultiWorkerMirroredStrategy(communication_options=opts)
         v = s.experimental_distribute_values_from_function(lambda c, fn=fn: tf.convert_to_tensor(fn(c)))
         if how == "reduce":
             r = s.reduce(op, v, axis=axis)
@@ -147,30 +150,33 @@ def _mwms_work(ctx, out_dir, cases):
                 c = tf.distribute.get_replica_context()
                 return c.all_reduce(op, x) if how == "all_reduce" else c.all_gather(x, axis=0)
 
-            results = local(s, s.run(replica, args=(v,)))
-        plain.append({"inputs": local(s, v), "results": results, "replicas": s.num_replicas_in_sync,
+            results = local(s.run(replica, args=(v,)))
+        plain.append({"inputs": local(v), "results": results, "replicas": s.num_replicas_in_sync,
                       "cross_device_ops": type(s.extended._get_cross_device_ops(v)).__name__})
         traced = vizdist.trace_reduction(s, fn, how=how, reduce_op=op, axis=axis, into=traced)
-    Path(out_dir, f"plain-{ctx.task}.json").write_text(json.dumps(plain))
+    Path(out_dir, f"plain-{impl}-{ctx.task}.json").write_text(json.dumps(plain))
     return traced
 
 
 @pytest.fixture(scope="module")
 def mwms(tmp_path_factory):
+    """impl -> (merged trace, [plain TF in worker 0, in worker 1]); one cluster, a fresh run per impl."""
     import json
 
-    out = tmp_path_factory.mktemp("mwms-plain")
+    out, runs = tmp_path_factory.mktemp("mwms-plain"), {}
     with vizdist.LocalCluster(workers=2, timeout=240, progress=False) as cluster:
-        trace = cluster.run(_mwms_work, str(out), MWMS_CASES)
-    plain = [json.loads((out / f"plain-worker-{w}.json").read_text()) for w in range(2)]
-    return trace, plain
+        for impl, cases in MWMS_CASES.items():
+            trace = cluster.run(_mwms_work, str(out), impl, cases)
+            runs[impl] = trace, [json.loads((out / f"plain-{impl}-worker-{w}.json").read_text()) for w in range(2)]
+    return runs
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", range(len(MWMS_CASES)), ids=["-".join(map(str, c)) for c in MWMS_CASES])
-def test_mwms_reductions_match_plain_tf_in_every_worker(mwms, case):
-    trace, plain = mwms
-    impl, how, *_ = MWMS_CASES[case]
+@pytest.mark.parametrize("impl,case", MWMS_IDS,
+                         ids=["-".join(map(str, (impl, *MWMS_CASES[impl][i]))) for impl, i in MWMS_IDS])
+def test_mwms_reductions_match_plain_tf_in_every_worker(mwms, impl, case):
+    trace, plain = mwms[impl]
+    how = MWMS_CASES[impl][case][0]
     r = trace.meta["reductions"][case]
     mine = [p[case] for p in plain]  # what plain TF computed in worker 0 and worker 1
     assert r["workers"] == [0, 1]
@@ -191,7 +197,7 @@ def test_mwms_reductions_match_plain_tf_in_every_worker(mwms, case):
 
 @pytest.mark.slow
 def test_mwms_reduction_view_steps_through_both_workers(mwms):
-    trace, _ = mwms
+    trace, _ = mwms["RING"]
     lay = reduction_layout(trace, index=0)
     assert lay["devices"] == ["worker:0/CPU:0", "worker:1/CPU:0"]
     meet = lay["frames"][1]["cells"]

@@ -196,9 +196,11 @@ def trace_reduction(
         destinations: device for ``merge_call``'s ``reduce_to`` (default:
             where each value lives, i.e. every replica).
         into: a trace from an earlier ``trace_reduction`` to add this one to
-            (several reductions in one trace, e.g. one per
-            ``CommunicationOptions``; each worker of a cluster must record
-            the same ones in the same order).
+            (several reductions in one trace, e.g. ``reduce`` then
+            ``all_gather``; each worker of a cluster must record the same ones
+            in the same order). Keep to one ``MultiWorkerMirroredStrategy``
+            per process: a second one in TF 2.21 reuses the first one's
+            collective group and instance keys, and their collectives collide.
 
     Returns:
         A trace whose ``meta["reductions"]`` has one entry per reduction
