@@ -127,6 +127,12 @@ def find_map_failure(datasets: list[tf.data.Dataset], *, node: str = "", limit: 
         op_type, message, checked, how}``; ``source_ids`` holds several ids
         when the map ran on a batch. ``None`` when no map raised within the
         bounds (or the pipeline cannot be tagged).
+
+    Example:
+        >>> ds = tf.data.Dataset.range(4).map(lambda x: tf.debugging.check_numerics(1.0 / tf.cast(x - 2, tf.float32), "m"))
+        >>> found = find_map_failure([ds])
+        >>> found["source_ids"], found["op_type"], found["checked"]
+        ([2], 'CheckNumerics', 3)
     """
     deadline = time.monotonic() + seconds
     found: list[dict[str, Any]] = []
