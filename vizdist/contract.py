@@ -15,8 +15,8 @@ their own); nothing in vizdist's checks or views relies on them.
 Kinds (``meta["kind"]``) and who writes them:
 
 ``distribution``
-    ``trace_distribution`` / ``watch``: one process, one ``tf.distribute``
-    strategy (:class:`DistributionMeta`).
+    ``trace_distribution`` / ``watch`` / ``trace_tf1``: one process, one
+    ``tf.distribute`` (or ``tf.compat.v1.distribute``) strategy (:class:`DistributionMeta`).
 ``multi_worker``
     ``distribution`` traces of several worker processes merged into one
     (``load_trace(folder)``, ``LocalCluster.run``); the per-process metas stay
@@ -36,7 +36,8 @@ Keys of every kind (:class:`CommonMeta`):
 - ``strategy`` (str): the strategy's class name (``"tf.data service"`` when
   a service trace ran without one).
 - ``api`` (str): the TF API that fed the data, e.g.
-  ``"experimental_distribute_dataset"``.
+  ``"experimental_distribute_dataset"`` (TF1: ``"make_dataset_iterator"``,
+  ``"make_input_fn_iterator"``).
 - ``num_replicas`` (int): replicas in sync (all workers).
 - ``num_workers`` (int or null): worker processes (service: service workers).
 - ``devices`` (list of str): the replicas' devices, in replica order.
@@ -61,7 +62,10 @@ Keys of every kind (:class:`CommonMeta`):
 ``distribution`` / ``multi_worker`` keys (:class:`DistributionMeta`):
 
 - ``host`` (str), ``gpus`` (int): where it ran.
-- ``iteration`` (str): ``"for"``, ``"get_next"`` or ``"get_next_as_optional"``.
+- ``iteration`` (str): ``"for"``, ``"get_next"`` or ``"get_next_as_optional"``
+  (:func:`vizdist.trace_tf1`: ``"get_next"`` or ``"experimental_run"``).
+- ``execution`` (str): ``"eager"`` or ``"graph"`` (TF1 graph mode, a ``Session``;
+  :func:`vizdist.trace_tf1` only).
 - ``options`` (dict): the ``tf.distribute.InputOptions`` given.
 - ``steps_requested`` / ``steps_run`` (int or null / int): steps asked for and run.
 - ``shard_policy`` (str): the dataset's ``AutoShardPolicy`` name (``"AUTO"``, ``"FILE"``, ...).
@@ -373,11 +377,12 @@ class CommonMeta(TypedDict, total=False):
 
 
 class DistributionMeta(CommonMeta, total=False):
-    """``kind == "distribution"``: ``trace_distribution`` / ``watch`` in one process."""
+    """``kind == "distribution"``: ``trace_distribution`` / ``watch`` / ``trace_tf1`` in one process."""
 
     host: str
     gpus: int
     iteration: str
+    execution: str
     options: dict[str, Any]
     steps_requested: int | None
     steps_run: int
