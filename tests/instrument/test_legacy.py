@@ -237,10 +237,17 @@ def test_asking_for_a_removed_method_says_what_to_use(v1) -> None:
     assert info.value.partial_trace.meta["steps_run"] == 0
 
 
-def test_wrong_arguments_are_clear_errors(v1, v2) -> None:
+def test_a_tf2_strategy_still_has_the_tf1_iterators_and_is_traced_too(v2) -> None:
+    """TF 2.21's StrategyBase keeps make_dataset_iterator & co. (deprecated): TF2 strategies run them."""
+    plain = plain_tf1(v2, dataset=PIPELINES["range7_batch3"](), step_fn=sum_step)
+    got = traced(vizdist.trace_tf1(v2, PIPELINES["range7_batch3"](), step_fn=sum_step, progress=False))
+    assert got["split"] == plain["split"] and got["results"] == plain["results"]
+
+
+def test_wrong_arguments_are_clear_errors(v1) -> None:
     ds = tf.data.Dataset.range(4).batch(2)
-    with pytest.raises(TypeError, match=r"TF1 iterator API.*vizdist\.trace_distribution"):
-        vizdist.trace_tf1(v2, ds)
+    with pytest.raises(TypeError, match="strategy must be a tf.compat.v1.distribute.Strategy"):
+        vizdist.trace_tf1("MirroredStrategy", ds)
     with pytest.raises(ValueError, match="exactly one of dataset"):
         vizdist.trace_tf1(v1)
     with pytest.raises(ValueError, match="session= is for graph mode"):

@@ -67,10 +67,10 @@ def _check_strategy(strategy: Any) -> tf.distribute.Strategy:
         raise TracingError(
             "trace_distribution reads each replica's batch eagerly, but eager execution is off "
             "(tf.compat.v1.disable_eager_execution() was called in this process), and in graph mode "
-            "TensorFlow itself iterates a distributed dataset only inside a tf.function. To trace a TF1 "
-            "Session program, use vizdist.trace_tf1(tf.compat.v1.distribute.MirroredStrategy(...), dataset) "
-            "(TF1's make_dataset_iterator / make_input_fn_iterator in a Session), or trace in a process "
-            "that keeps eager execution on."
+            "TensorFlow itself iterates a distributed dataset only inside a tf.function. To trace a "
+            "Session program, use vizdist.trace_tf1(strategy, dataset) (or input_fn=...): TF1's "
+            "make_dataset_iterator / make_input_fn_iterator, run in a Session; or trace in a process that "
+            "keeps eager execution on."
         )
     return strategy
 

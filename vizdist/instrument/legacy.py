@@ -25,6 +25,9 @@ stays eager runs a graph-mode trace in a child process: :func:`run_in_graph_mode
 TF 2.21's ``tf.compat.v1`` strategies still have every method of the TF1 ``Strategy`` API
 (:data:`TF1_METHODS`) except ``experimental_make_numpy_iterator`` and ``update``
 (:data:`REMOVED_TF1_METHODS` says what to use instead; a call that needs them gets that message).
+Its TF2 strategies (``tf.distribute.MirroredStrategy``, ...) still have ``make_dataset_iterator``,
+``make_input_fn_iterator``, ``experimental_run`` and ``unwrap`` too (deprecated, undocumented, defined
+on ``StrategyBase``), so :func:`trace_tf1` takes either kind.
 
 Example:
     >>> import vizdist                                                    # doctest: +SKIP
@@ -98,19 +101,23 @@ def _removed_note(name: str) -> str:
 # checking the arguments
 # ---------------------------------------------------------------------------
 def _check_strategy(strategy: Any) -> Any:
-    if isinstance(strategy, tf.compat.v1.distribute.Strategy):
-        return strategy
-    if isinstance(strategy, tf.distribute.Strategy):
+    """A strategy with TF1's iterator API: any ``tf.compat.v1.distribute`` strategy, and in TF 2.21 also the
+    TF2 ones (``StrategyBase`` still defines ``make_dataset_iterator`` & co., deprecated and undocumented)."""
+    strategies = (tf.compat.v1.distribute.Strategy, tf.distribute.Strategy)
+    if not isinstance(strategy, strategies):
         raise TypeError(
-            f"trace_tf1 traces the TF1 iterator API (make_dataset_iterator, make_input_fn_iterator, "
-            f"experimental_run), which a TF2 {type(strategy).__name__} does not have. Pass the TF1 strategy "
-            "(e.g. tf.compat.v1.distribute.MirroredStrategy(...)), or trace the TF2 replacement with "
+            "strategy must be a tf.compat.v1.distribute.Strategy (e.g. tf.compat.v1.distribute.MirroredStrategy()); "
+            f"got {type(strategy).__name__}."
+        )
+    missing = [m for m in ("make_dataset_iterator", "make_input_fn_iterator", "experimental_run")
+               if not hasattr(strategy, m)]
+    if missing:
+        raise TypeError(
+            f"this TensorFlow's {type(strategy).__name__} has no {', '.join(missing)}, which trace_tf1 calls. Use "
+            "tf.compat.v1.distribute.MirroredStrategy(...), or trace the TF2 replacement with "
             "vizdist.trace_distribution(strategy, dataset) / (strategy, dataset_fn=...)."
         )
-    raise TypeError(
-        f"strategy must be a tf.compat.v1.distribute.Strategy (e.g. tf.compat.v1.distribute.MirroredStrategy()); "
-        f"got {type(strategy).__name__}."
-    )
+    return strategy
 
 
 def _check_input(dataset: Any, input_fn: Any) -> None:
@@ -386,7 +393,8 @@ def trace_tf1(
 
     Args:
         strategy: a ``tf.compat.v1.distribute`` strategy (``MirroredStrategy``,
-            ``OneDeviceStrategy``, ``experimental.CentralStorageStrategy``, ...).
+            ``OneDeviceStrategy``, ``experimental.CentralStorageStrategy``, ...) or a TF2 one (TF 2.21's
+            still have the TF1 iterator methods).
         dataset: the ``tf.data.Dataset`` batched with the *global* batch size, iterated with
             ``strategy.make_dataset_iterator(dataset)``.
         input_fn: instead of ``dataset``, a function of ``InputContext`` returning one pipeline's
@@ -407,8 +415,8 @@ def trace_tf1(
         A :class:`~vizdist.trace.Trace` of kind ``distribution``.
 
     Raises:
-        TypeError: a TF2 strategy (use :func:`vizdist.trace_distribution`), NumPy data (TF 2.21 has
-            no ``experimental_make_numpy_iterator``), or arguments of the wrong kind.
+        TypeError: not a strategy, or one without the TF1 iterator methods; NumPy data (TF 2.21 has
+            no ``experimental_make_numpy_iterator``); arguments of the wrong kind.
         ValueError: both or neither of ``dataset`` / ``input_fn``; ``session`` eagerly; bad counts.
         TracingError: TensorFlow failed building or reading the iterator (TF's whole message;
             ``.partial_trace`` holds what was recorded), or ``max_steps`` was reached.
