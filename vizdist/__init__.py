@@ -62,6 +62,15 @@ _LAZY = {
     "plot_timeline": "vizdist.render.timeline_figure",
     "timeline": "vizdist.render.timeline_widget",
     "to_chrome_trace": "vizdist.render.export",
+    # predict, then reveal; what-if knobs on live TensorFlow (issue 13)
+    "Predict": "vizdist.render.predict",
+    "predict_split": "vizdist.render.predict",
+    "predict_files": "vizdist.render.predict",
+    "predict_arrivals": "vizdist.render.predict",
+    "WhatIf": "vizdist.render.whatif",
+    "what_if": "vizdist.instrument.whatif",
+    "what_if_cluster": "vizdist.instrument.whatif",
+    "what_if_service": "vizdist.instrument.whatif",
     # placement and reduction (issue 11)
     "show_placement": "vizdist.render.placement",
     "plot_placement": "vizdist.render.placement",
