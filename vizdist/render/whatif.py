@@ -230,6 +230,14 @@ class WhatIf(widgets.VBox):  # type: ignore[misc]
         """Every knob's current value, by name."""
         return {name: w.value for name, w in self.controls.items()}
 
+    @property
+    def changes(self) -> list[str]:
+        """What the last knob move changed, in sentences (``[]`` after the first run).
+
+        After a move TensorFlow refused, the refusal (``error``) and the last good run stay.
+        """
+        return changes_text(self.last_diff) if self.last_diff is not None else []
+
     def _on_knob(self, change: dict[str, Any]) -> None:
         self.update()
 
