@@ -188,7 +188,7 @@ def _predict_then_reveal(page) -> None:  # type: ignore[no-untyped-def]
     wrong = int(revealed.get_attribute("data-wrong"))
     cells = revealed.locator("td[data-right]")
     assert cells.count() == n and revealed.locator("td[data-right='0']").count() == wrong
-    assert revealed.locator("s").count() == wrong  # each wrong guess is shown struck through beside the run
+    assert revealed.locator("td s").count() == wrong  # each wrong guess is shown struck through beside the run
     assert 0 < wrong < n, f"{wrong} of {n} guesses marked wrong"
     box.screenshot(path=str(ARTIFACTS / "01_predict_revealed.png"))
 

@@ -122,3 +122,36 @@ def test_bad_input_is_a_clear_error(tf):
         vizdist.what_if([1, 2, 3])
     with pytest.raises(ValueError, match=r"replicas must be 1 to 4 .*virtual_devices"):
         vizdist.what_if(tf.data.Dataset.range(4), replicas=99)
+
+
+@pytest.mark.slow
+def test_cluster_knobs_rerun_a_real_cluster(tf, tmp_path):
+    """FILE follows TF's documented rule (worker w reads files w, w + workers, ...); OFF gives both everything."""
+    from pathlib import Path
+
+    from vizdist.instrument.sharding import write_text_files
+
+    files = write_text_files(tmp_path, n_files=4, lines_per_file=2)
+    w = vizdist.what_if_cluster(files, workers=2, shard_policy="FILE", global_batch_size=2, timeout=120)
+    assert w.error == "", w.error
+    read = lambda t, k: sorted(Path(f).name for f in set(t.elements[t.elements["worker"] == k]["source_file"]))  # noqa: E731
+    assert [read(w.trace, k) for k in (0, 1)] == [[Path(f).name for f in files[k::2]] for k in (0, 1)]
+    w.controls["shard_policy"].value = "OFF"
+    assert w.error == "" and w.runs == 2
+    assert read(w.trace, 0) == read(w.trace, 1) == sorted(Path(f).name for f in files)
+    assert "worker-duplicates" in set(w.last_diff.findings_appeared["code"])
+    assert any(c.startswith("finding appeared: worker-duplicates") for c in w.changes)
+
+
+@pytest.mark.slow
+def test_service_knobs_rerun_a_real_service(tf):
+    """parallel_epochs: each element once per worker; DATA: worker i keeps element k when k % 2 == i (TF's rule)."""
+    w = vizdist.what_if_service(tf.data.Dataset.range(8), workers=2)
+    assert w.error == "", w.error
+    e = w.trace.elements
+    assert sorted(e["source_id"]) == sorted(list(range(8)) * 2) and set(e["worker"]) == {0, 1}
+    w.controls["sharding_policy"].value = "DATA"
+    assert w.error == "" and w.runs == 2
+    e = w.trace.elements
+    assert sorted(e["source_id"]) == list(range(8)) and (e["worker"] == e["source_id"] % 2).all()
+    assert len(w.last_diff.gone) == 8  # the second copy of every element
