@@ -119,10 +119,10 @@ def changes_text(d: TraceDiff, *, limit: int = 4) -> list[str]:
     """
     out = []
     if len(d.moved):
-        m = d.moved.head(limit)
+        head = d.moved.head(limit)
         where = ", ".join(f"{i} (step {s0} replica {r0} → step {s1} replica {r1})" for i, s0, r0, s1, r1 in
-                          zip(m["source_id"], m["step_before"], m["replica_before"], m["step_after"],
-                              m["replica_after"], strict=True))
+                          zip(head["source_id"], head["step_before"], head["replica_before"], head["step_after"],
+                              head["replica_after"], strict=True))
         out.append(f"{len(d.moved)} element{'s' if len(d.moved) > 1 else ''} moved: {where}"
                    + (" …" if len(d.moved) > limit else ""))
     for frame, what in ((d.gone, "no longer arrive"), (d.appeared, "now arrive")):
