@@ -137,7 +137,9 @@ error, t_start_ns, t_end_ns}``; ``outcome`` is ``done``, ``failed``,
 ``interventions`` (list of dict: what the caller did part-way, e.g.
 ``{stopped_task, after_closures, t_ns}``), ``variables`` (list of dict: one
 per variable shard: ``variable``, ``partitioner``, ``shard``, ``shards``,
-``shape``, ``rows``, ``bytes``, ``device``, ``job``, ``task``),
+``shape``, ``rows``, ``bytes``, ``device``, ``job``, ``task``, and when the
+closures updated them ``updates`` (times the shard was updated, read back
+after the run; -1 when it could not be read) and ``read_error``),
 ``variable_shape`` (list of int). The ``events`` table holds one ``closure``
 span per attempt (extra column ``outcome``).
 

@@ -118,10 +118,11 @@ def ps_ps_lost(trace: Trace) -> Iterator[Finding]:
         errors = [str(e) for e in meta.get("errors") or []] if isinstance(meta.get("errors"), list) else []
         if failed or errors:
             first = errors[0].split(":")[0] if errors else "an error"
-            msg = (f"ps {p} was lost ({how}). TF does not reschedule around a lost parameter server: after "
-                   f"{retried} attempt(s) it took for transient failures and put back "
-                   "(TF_COORDINATOR_IGNORE_TRANSIENT_PS_FAILURES, default 3), closures failed with "
-                   f"UnavailableError naming /job:ps/replica:0/task:{p}, join() raised {first} and the rest "
+            retry = (f"after putting back {retried} attempt(s) it took for transient failures "
+                     "(TF_COORDINATOR_IGNORE_TRANSIENT_PS_FAILURES, default 3), " if retried else "")
+            msg = (f"ps {p} was lost ({how}). TF does not reschedule around a lost parameter server: {retry}"
+                   f"closures failed with UnavailableError naming /job:ps/replica:0/task:{p}, join() raised "
+                   f"{first} and the rest "
                    f"were cancelled: {done} of {len(closures)} closures finished, {failed} failed, {cancelled} "
                    f"cancelled. The trace keeps the {done} that finished.{_partial_writes(meta, p, done)} "
                    "Fix (TF's documented recovery): "

@@ -495,8 +495,10 @@ def trace_parameter_server(
         coordinator: an existing ``ClusterCoordinator`` (one is made if None).
         variables: name -> variable (made in ``strategy.scope()``): each
             closure adds 1 to every element (a stand-in for an optimizer
-            update: real reads and writes on the ps tasks that hold them), and
-            ``meta["variable_updates"]`` says how often each shard was updated.
+            update: real reads and writes on the ps tasks that hold them);
+            ``meta["variables"]`` lists their shards (:func:`variable_shards`)
+            with ``updates``, how often each shard was updated (read back
+            after the run; -1 and ``read_error`` when it could not be read).
         timeout: seconds to wait for the closures. Past it, vizdist stops
             waiting and returns what finished (``meta["stopped"] == "timeout"``,
             ``meta["partial"]``); TF's own wait (``join``) is left in a thread.
@@ -547,7 +549,7 @@ def trace_parameter_server(
                                "schedule() returns": type(remotes[0]).__name__ if remotes else ""},
                 interventions=interventions)
     if variables:
-        meta["variable_updates"] = _read_updates(variables)
+        meta["variables"] = _with_updates(variable_shards(variables), _read_updates(variables))
     elements, batches = rec.tables()
     import pandas as pd
 
@@ -569,6 +571,14 @@ def _per_worker_input(coordinator: Any, strategy: Any,
     except (TypeError, ValueError, tf.errors.OpError) as exc:
         raise TracingError(f"ClusterCoordinator.create_per_worker_dataset failed: {_error_text(exc)}") from exc
     return per_worker_dataset, per_worker_iterator, (infos[0] if infos else {"provenance": "content"}), contexts
+
+
+def _with_updates(shards: list[dict[str, Any]], updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    by = {(u["variable"], u["shard"]): u for u in updates}
+    for row in shards:
+        u = by.get((row["variable"], row["shard"]), {"updates": -1, "error": "not read (timed out)"})
+        row.update(updates=u["updates"], read_error=u["error"])
+    return shards
 
 
 def _read_updates(variables: Mapping[str, Any], timeout: float = 30.0) -> list[dict[str, Any]]:
@@ -700,11 +710,8 @@ def record_parameter_server(
                                    variables=variables if update_variables else None,
                                    pause_after=lose_after if lose else None, on_pause=stop if lose else None)
     meta = dict(trace.meta)
-    updates = {(u["variable"], u["shard"]): u for u in meta.pop("variable_updates", [])}
-    for row in shards:
-        u = updates.get((row["variable"], row["shard"]))
-        if u is not None:
-            row.update(updates=u["updates"], read_error=u["error"])
-    meta["variables"] = shards
+    for row in meta.get("variables") or shards:
+        row["partitioner"] = labels.get(row["variable"], "")
+    meta["variables"] = meta.get("variables") or shards
     meta["variable_shape"] = list(variable_shape)
     return Trace(elements=trace.elements, batches=trace.batches, events=trace.events, meta=meta)
