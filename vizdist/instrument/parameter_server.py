@@ -66,7 +66,7 @@ PARTITIONERS: dict[str, dict[str, Any]] = {
     "MaxSizePartitioner": {"max_shard_bytes": 32},
 }
 _POLL_S = 0.05
-_ERROR_CHARS = 400
+_ERROR_CHARS = 2000  # per attempt; the error join() raised is kept whole
 _MARGIN_S = 15.0  # record_parameter_server stops waiting this long before the launcher's deadline
 
 
@@ -179,11 +179,13 @@ def _jsonable(x: Any) -> Any:
     return x
 
 
-def _error_text(exc: BaseException | None) -> str:
+def _error_text(exc: BaseException | None, limit: int | None = _ERROR_CHARS) -> str:
+    """``Type: message`` on one line (`` | `` between lines); cut at ``limit`` characters (None: whole)."""
     if exc is None:
         return ""
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    return f"{type(exc).__name__}: {' | '.join(lines)}"[:_ERROR_CHARS]
+    text = f"{type(exc).__name__}: {' | '.join(lines)}"
+    return text if limit is None else text[:limit]
 
 
 # -- who ran what: the coordinator's worker threads --------------------------------------------
@@ -378,7 +380,7 @@ def _wait(coordinator: Any, timeout: float) -> tuple[str, list[str]]:
     if thread.is_alive():
         return "timeout", []
     if "error" in box:
-        return "error", [_error_text(box["error"])]
+        return "error", [_error_text(box["error"], None)]
     return "done", []
 
 
