@@ -23,7 +23,12 @@ import pytest
 
 import vizdist
 from vizdist.instrument.cluster import LocalCluster, WorkerContext
-from vizdist.instrument.parameter_server import PARTITIONERS, PartitionerSwitch, record_parameter_server
+from vizdist.instrument.parameter_server import (
+    PARTITIONERS,
+    PartitionerSwitch,
+    record_parameter_server,
+    trace_parameter_server,
+)
 from vizdist.trace import Trace
 
 STEPS = 8
@@ -83,9 +88,20 @@ def _plain_shards(ctx: Any) -> list[list[tuple[str, list[int]]]]:
     return out
 
 
+def _stuck_dataset_fn(input_context: Any) -> Any:
+    """Each element takes 1000 s on the worker (TF's own test op): closures never finish."""
+    import tensorflow as tf
+    from tensorflow.python.data.experimental.ops import testing
+
+    return tf.data.Dataset.range(4).apply(testing.sleep(10**9)).batch(2).repeat()
+
+
 def _record_and_plain(ctx: Any) -> Trace:
     trace = record_parameter_server(ctx, _dataset_fn, steps=STEPS, step_fn=_step_fn)
     meta = {**trace.meta, "plain": _plain_iteration(ctx, 2 * STEPS), "plain_shards": _plain_shards(ctx)}
+    # last: closures that never end; vizdist stops waiting after timeout= (the process then exits)
+    stuck = trace_parameter_server(ctx.parameter_server_strategy(), _stuck_dataset_fn, steps=3, timeout=2.0)
+    meta["stuck"] = {"meta": stuck.meta, "elements": len(stuck.elements)}
     return Trace(elements=trace.elements, batches=trace.batches, events=trace.events, meta=meta)
 
 
@@ -248,3 +264,13 @@ def test_a_lost_ps_fails_the_closures_and_the_trace_keeps_what_finished(ps_lost:
     assert found["severity"].tolist() == ["error"] and "ps 1 was lost" in found["message"].iloc[0]
     fig = vizdist.plot_closures(ps_lost)
     assert repr(fig).endswith("lost: ps-1>") and f"{STEPS} closure(s)" in repr(fig)
+
+
+@pytest.mark.slow
+def test_closures_that_never_finish_end_in_a_partial_trace_after_the_timeout(ps_run: Trace) -> None:
+    stuck = ps_run.meta["stuck"]
+    m = stuck["meta"]
+    assert m["stopped"] == "timeout" and m["partial"] is True and m["timeout_s"] == 2.0
+    assert [c["status"] for c in m["closures"]] == ["pending"] * 3 and stuck["elements"] == 0
+    assert {a["outcome"] for c in m["closures"] for a in c["attempts"]} <= {"running"}
+    assert "timed-out" in vizdist.diagnose(Trace(meta=m))["code"].tolist()

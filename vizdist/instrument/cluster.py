@@ -365,10 +365,17 @@ class LocalCluster:
             One trace: the shards that ``fn`` returned, merged, with
             ``meta["cluster"]`` describing the layout.
 
+        With parameter servers, a worker or ps that dies (or that ``fn``
+        stops with :meth:`WorkerContext.stop_task`) does not end the run:
+        TensorFlow's coordinator decides what happens, the launcher waits for
+        the chief (up to ``timeout``) and names the task in
+        ``meta["lost_tasks"]``.
+
         Raises:
             TracingError: a process failed, died, or the run passed
                 ``timeout``. The message names the task and shows its
-                traceback; ``partial_trace`` holds what was recorded.
+                traceback; ``partial_trace`` holds what was recorded (and
+                ``lost_tasks``).
         """
         payload = _pickle_job(fn, args, kwargs)
         self._stop_run()
