@@ -139,11 +139,22 @@ def test_partitioner_switch_delegates_to_the_active_partitioner() -> None:
     assert switch([8, 4], None) == [1, 1]
 
 
-def test_stop_task_refuses_its_own_task_and_unknown_names() -> None:
+def test_stop_task_refuses_its_own_task_unknown_names_and_a_missing_launcher() -> None:
     ctx = WorkerContext("chief", 0, num_workers=2, num_ps=1)
     for bad in ("chief-0", "evaluator-0", "worker", "../worker-1"):
         with pytest.raises(ValueError, match="stop_task takes another task"):
             ctx.stop_task(bad)
+    with pytest.raises(RuntimeError, match="inside a LocalCluster run"):
+        ctx.stop_task("worker-1")
+
+
+@pytest.mark.parametrize(("lose", "after", "match"), [
+    ("chief-0", 1, "lose must name a worker or ps task"), ("worker-1", 8, "lose_after must be an int from 0 to"),
+    ("ps-0", True, "lose_after must be"), ("ps-0", -1, "lose_after must be")])
+def test_record_parameter_server_refuses_a_loss_it_cannot_stage(lose: str, after: Any, match: str) -> None:
+    ctx = WorkerContext("chief", 0, num_workers=2, num_ps=1)
+    with pytest.raises(ValueError, match=match):
+        record_parameter_server(ctx, _dataset_fn, steps=STEPS, lose=lose, lose_after=after)
 
 
 def _closure_steps(trace: Trace) -> dict[int, list[int]]:

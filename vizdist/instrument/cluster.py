@@ -123,6 +123,9 @@ class WorkerContext:
         if task == self.task or not re.fullmatch(r"(worker|ps|chief)-\d+", str(task)):
             raise ValueError(f"stop_task takes another task of this cluster, such as 'worker-1' or 'ps-0'; "
                              f"got {task!r} (this process is {self.task}).")
+        if not self.job_dir:
+            raise RuntimeError("stop_task works inside a LocalCluster run (its launcher does the killing); "
+                               "this WorkerContext has no job folder.")
         job = Path(self.job_dir)
         answer = job / f"stopped-{task}.json"
         (job / f"stop-{task}.request").write_text(task, encoding="utf-8")

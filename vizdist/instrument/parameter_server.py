@@ -688,6 +688,10 @@ def record_parameter_server(
 
     if lose is not None and not re.fullmatch(r"(worker|ps)-\d+", str(lose)):
         raise ValueError(f"lose must name a worker or ps task such as 'worker-1' or 'ps-0'; got {lose!r}.")
+    if lose is not None and (isinstance(lose_after, bool) or not isinstance(lose_after, int)
+                             or not 0 <= lose_after < steps):
+        raise ValueError(f"lose_after must be an int from 0 to steps - 1 = {steps - 1} (closures to finish "
+                         f"before {lose} is killed); got {lose_after!r}.")
     switch = PartitionerSwitch()
     strategy = ctx.parameter_server_strategy(variable_partitioner=switch)
     specs = dict(PARTITIONERS if partitioners is None else partitioners)
