@@ -629,6 +629,9 @@ def _meta(strategy: Any, closures: list[dict[str, Any]], info: Mapping[str, Any]
         "stopped": stopped,
         "timeout_s": float(timeout),
         "tf_version": tf.__version__,
+        "timing": {"clock": "time.perf_counter_ns() in the coordinator, from the first schedule()",
+                   "notes": ["closure spans run from a coordinator worker thread taking the closure to its "
+                             "result arriving (or its failure being handled); they include the RPC to the worker"]},
     }
     notes = list(info.get("provenance_notes") or []) + ([info["provenance_note"]] if "provenance_note" in info else [])
     if notes:
