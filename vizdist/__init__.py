@@ -60,6 +60,8 @@ _LAZY = {
     "plot_coverage": "vizdist.render.service",
     "plot_streams": "vizdist.render.service",
     "plot_timeline": "vizdist.render.timeline_figure",
+    "plot_variable_shards": "vizdist.render.parameter_server",
+    "plot_closures": "vizdist.render.parameter_server",
     "timeline": "vizdist.render.timeline_widget",
     "to_chrome_trace": "vizdist.render.export",
     # predict, then reveal; what-if knobs on live TensorFlow (issue 13)
