@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sys
 import traceback
 import warnings
@@ -93,8 +94,8 @@ REMOVED_TF1_METHODS = {
 
 
 def _removed_note(name: str) -> str:
-    return (f"TF {tf.__version__}'s tf.compat.v1 strategies no longer have {name} (the TF1 API had it); "
-            f"{REMOVED_TF1_METHODS[name]}.")
+    return (f"TF {tf.__version__}'s strategies (the tf.compat.v1 ones too) no longer have {name} (the TF1 API "
+            f"had it); {REMOVED_TF1_METHODS[name]}.")
 
 
 # ---------------------------------------------------------------------------
@@ -211,7 +212,7 @@ class _Feed:
         except AttributeError as exc:
             self.failed_in = "step_fn"
             for name in REMOVED_TF1_METHODS:
-                if f"attribute '{name}'" in str(exc) and hasattr(exc, "add_note"):
+                if re.search(rf"Strategy\w*' object has no attribute '{name}'", str(exc)) and hasattr(exc, "add_note"):
                     exc.add_note("vizdist: " + _removed_note(name))
             raise
         except BaseException:
@@ -495,7 +496,8 @@ def run_in_graph_mode(fn: Callable[..., Any], *args: Any, devices: int = 4, time
     that stays eager shows a graph-mode run this way: the child splits its CPU into ``devices``
     logical devices (:func:`vizdist.virtual_devices`), turns eager execution off, then calls ``fn``,
     which builds its own strategy and dataset (typically ending in :func:`trace_tf1`). ``fn`` is
-    shipped with cloudpickle, so a function defined in the notebook works.
+    shipped with cloudpickle, so a function defined in the notebook works. Only what ``fn`` returns
+    comes back (as JSON): what it prints stays in the child's log.
 
     Args:
         fn: the function to run; returns a :class:`~vizdist.trace.Trace` or plain JSON data.
