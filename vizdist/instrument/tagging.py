@@ -128,7 +128,13 @@ def tensor_value(t: Any) -> Any:
 
 
 def cardinality(ds: Any) -> int:
-    """``ds.cardinality()`` as a Python int (negative: infinite or unknown), eagerly or in graph mode."""
+    """``ds.cardinality()`` as a Python int (negative: infinite or unknown), eagerly or in graph mode.
+
+    Example:
+        >>> import tensorflow as tf                                           # doctest: +SKIP
+        >>> cardinality(tf.data.Dataset.range(10).batch(4)), cardinality(tf.data.Dataset.range(3).repeat())  # doctest: +SKIP
+        (3, -1)
+    """
     return int(tensor_value(ds.cardinality()))
 
 
