@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -228,7 +229,7 @@ def test_a_tpu_shaped_trace_validates_round_trips_and_renders(tmp_path) -> None:
 
 
 def test_a_tpu_meta_of_the_wrong_shape_is_refused_naming_the_key() -> None:
-    with pytest.raises(TraceFormatError, match="'tpu.hosts\\[0\\].cores\\[0\\].coordinates'"):
+    with pytest.raises(TraceFormatError, match=re.escape("'tpu.hosts[0].cores[0].coordinates'")):
         Trace(meta={"kind": "distribution", "tpu": {"hosts": [{"cores": [{"coordinates": "0,0"}]}]}})
-    with pytest.raises(TraceFormatError, match="'tpu.num_cores'"):
+    with pytest.raises(TraceFormatError, match=re.escape("'tpu.num_cores'")):
         Trace(meta={"tpu": {"num_cores": "8"}})
