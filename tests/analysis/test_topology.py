@@ -108,6 +108,8 @@ def test_tf_config_dict_and_text_read_like_tfconfigclusterresolver(monkeypatch) 
         got = vizdist.topology(source).to_dict()
         assert {**got, "source": ""} == {**want, "source": ""}
     assert want["rpc_layer"] == resolver.rpc_layer == "grpc"
+    monkeypatch.delenv("TF_CONFIG")
+    assert (resolver.task_type, resolver.task_id) == (None, None)  # it reads TF_CONFIG whenever asked
 
 
 def test_a_sparse_cluster_spec_keeps_tf_task_indexes() -> None:

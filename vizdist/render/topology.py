@@ -107,6 +107,7 @@ def topology_layout(source: Any, *, highlight: str | None = None) -> dict[str, A
     if topo.network:
         box = {"x0": -width, "x1": width, "y0": -depth - 1.0, "y1": 1.0, "private": topo.network == "private",
                "label": NETWORK_WORDS.get(topo.network, topo.network)}
+    nodes.sort(key=lambda n: [t.name for t in topo.tasks].index(n["name"]))  # in the topology's order
     return {"title": f"{topo.mode} topology (from {topo.source})", "mode": topo.mode, "nodes": nodes,
             "edges": edges, "box": box, "network": NETWORK_WORDS.get(topo.network, topo.network),
             "leader": topo.leader, "notes": list(topo.notes), "summary": _summary(topo), "highlight": highlight}
@@ -114,7 +115,8 @@ def topology_layout(source: Any, *, highlight: str | None = None) -> dict[str, A
 
 def _node(task: Any, x: float, y: float, highlight: str | None) -> dict[str, Any]:
     return {"name": task.name, "job": task.job, "x": round(x, 3), "y": round(y, 3), "lines": _lines(task),
-            "role": task.role, "this": task.this, "color": JOB_COLORS.get(task.job, "#8c8c8c"),
+            "role": task.role, "address": task.address, "listens": list(task.listens), "observed": task.observed,
+            "this": task.this, "color": JOB_COLORS.get(task.job, "#8c8c8c"),
             "dim": highlight is not None and highlight != task.name}
 
 
@@ -279,6 +281,20 @@ def _png(source: Any, highlight: str | None = None) -> bytes:
 _TD = "border:1px solid #ccc;padding:2px 6px;font-family:monospace;font-size:12px;vertical-align:top"
 
 
+def _link_html(e: dict[str, Any]) -> str:
+    return (f"<li>{escape(e['src'])} {'&harr;' if e['mutual'] else '&rarr;'} {escape(e['dst'])}: "
+            f"{escape(e['label'])}{escape(SEEN_WORDS.get(e['seen'], ''))}</li>")
+
+
+def _task_row(n: dict[str, Any]) -> str:
+    listens = escape(", ".join(n["listens"])) + (" <small>(observed)</small>" if n["observed"] else
+                                                 " <small>(TF rule)</small>" if n["listens"] else "-")
+    name = escape(n["name"]) + (" <small>(this process)</small>" if n["this"] else "")
+    return (f'<tr><td style="{_TD};border-left:6px solid {n["color"]}">{name}</td><td style="{_TD}">'
+            f'{escape(n["role"])}</td><td style="{_TD}">{escape(n["address"] or "-")}</td>'
+            f'<td style="{_TD}">{listens}</td></tr>')
+
+
 def topology_html(source: Any) -> str:
     """A table of the tasks (role, advertised, listened on) and a list of the links, escaped.
 
@@ -286,23 +302,14 @@ def topology_html(source: Any) -> str:
         >>> "&lt;b&gt;:1" in topology_html({"worker": ["<b>:1"]})
         True
     """
-    topo = _topology(source)
+    lay = topology_layout(source)
     head = "".join(f'<th style="{_TD}">{h}</th>' for h in ("task", "role", "advertises", "listens on"))
-    rows = []
-    for t in topo.tasks:
-        listens = escape(", ".join(t.listens)) + (" <small>(observed)</small>" if t.observed else
-                                                  " <small>(TF rule)</small>" if t.listens else "-")
-        name = escape(t.name) + (" <small>(this process)</small>" if t.this else "")
-        rows.append(f'<tr><td style="{_TD};border-left:6px solid {JOB_COLORS.get(t.job, "#8c8c8c")}">{name}'
-                    f'</td><td style="{_TD}">{escape(t.role)}</td><td style="{_TD}">{escape(t.address or "-")}'
-                    f'</td><td style="{_TD}">{listens}</td></tr>')
-    links = "".join(f"<li>{escape(lk.src)} {'&harr;' if lk.mutual else '&rarr;'} {escape(lk.dst)}: "
-                    f"{escape(lk.label)}{escape(SEEN_WORDS.get(lk.seen, ''))}</li>" for lk in topo.links)
-    notes = "".join(f"<li>{escape(n)}</li>" for n in topo.notes)
-    leader = f"<br>collective group leader: {escape(topo.leader)}" if topo.leader else ""
-    return (f'<div class="vizdist-topology"><b>{escape(topo.mode)} topology (from {escape(topo.source)})</b>'
-            f"<br>network: {escape(NETWORK_WORDS.get(topo.network, topo.network))}{leader}"
-            f'<table style="border-collapse:collapse"><tr>{head}</tr>{"".join(rows)}</table>'
+    links = "".join(_link_html(e) for e in lay["edges"])
+    notes = "".join(f"<li>{escape(n)}</li>" for n in lay["notes"])
+    leader = f"<br>collective group leader: {escape(lay['leader'])}" if lay["leader"] else ""
+    return (f'<div class="vizdist-topology"><b>{escape(lay["title"])}</b><br>network: {escape(lay["network"])}'
+            f'{leader}<table style="border-collapse:collapse"><tr>{head}</tr>'
+            f'{"".join(_task_row(n) for n in lay["nodes"])}</table>'
             f"<b>who connects to whom</b><ul>{links or '<li>no links</li>'}</ul>"
             + (f"<b>notes</b><ul>{notes}</ul>" if notes else "") + "</div>")
 
@@ -350,12 +357,11 @@ class TopologyView:
     def _card(self, name: str | None) -> str:
         if name is None:
             return self.static_html()
-        t = self.topology.task(name)
-        links = "".join(f"<li>{escape(lk.src)} {'&harr;' if lk.mutual else '&rarr;'} {escape(lk.dst)}: "
-                        f"{escape(lk.label)}{escape(SEEN_WORDS.get(lk.seen, ''))}</li>"
-                        for lk in self.topology.links_of(name))
-        return (f"<b>{escape(name)}</b>: {escape(t.role)}<br>advertises {escape(t.address or '-')}; listens on "
-                f"{escape(', '.join(t.listens) or 'nothing')}<ul>{links or '<li>no links</li>'}</ul>")
+        lay = topology_layout(self.topology, highlight=name)
+        n = next(n for n in lay["nodes"] if n["name"] == name)
+        links = "".join(_link_html(e) for e in lay["edges"] if name in (e["src"], e["dst"]))
+        return (f"<b>{escape(name)}</b>: {escape(n['role'])}<br>advertises {escape(n['address'] or '-')}; "
+                f"listens on {escape(', '.join(n['listens']) or 'nothing')}<ul>{links or '<li>no links</li>'}</ul>")
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         return {"text/plain": repr(self), "text/html": self.static_html(),
