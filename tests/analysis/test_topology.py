@@ -26,6 +26,12 @@ SLURM = {"SLURM_STEP_NUM_TASKS": "3", "SLURM_STEP_NODELIST": "node[1-3]", "SLURM
          "SLURM_PROCID": "1"}
 
 
+@pytest.fixture(autouse=True)
+def _devices_first(devices):
+    """TensorFlow fixes its devices when it starts: let the suite's 4 logical CPUs come first."""
+
+
+
 def _pods(*ips: str):
     """Kubernetes API answer (V1PodList shape) for ``list_pod_for_all_namespaces``."""
     return SimpleNamespace(items=[SimpleNamespace(metadata=SimpleNamespace(name=f"pod-{i}"),

@@ -26,6 +26,11 @@ tf = pytest.importorskip("tensorflow")
 FAST = dict(timeout=150.0, progress=False)
 
 
+@pytest.fixture(autouse=True)
+def _devices_first(devices):
+    """TensorFlow fixes its devices when it starts: let the suite's 4 logical CPUs come first."""
+
+
 def _probe() -> dict:
     """psutil's view of every TCP socket of this network namespace (listeners, open connections)."""
     import psutil
