@@ -185,3 +185,14 @@ def test_bad_sources_are_clear_errors() -> None:
     with pytest.raises(TypeError, match="job 'worker'"):
         vizdist.topology({"worker": "h:1"})
     assert isinstance(vizdist.topology(SPEC, mode="cluster"), Topology)
+
+
+def test_a_task_lost_mid_run_is_named() -> None:
+    from vizdist.trace import Trace
+
+    trace = Trace(meta={"kind": "parameter_server", "num_workers": 2, "num_ps": 1,
+                        "cluster": {"mode": "ps", "workers": 2, "ps": 1, "chief": 1},
+                        "lost_tasks": [{"task": "worker-1", "how": "killed by signal 9", "after_s": 3.2}]})
+    topo = vizdist.topology(trace)
+    assert topo.task("worker:1").role.endswith("(lost during the run)")
+    assert "worker:1 was lost during the run (killed by signal 9, 3 s in)" in topo.notes

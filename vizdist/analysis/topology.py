@@ -524,8 +524,17 @@ def _from_trace(trace: Trace) -> Topology:
     if isinstance(meta.get("cluster"), Mapping):
         tasks, links = _with_launcher(tasks, links, [t.name for t in tasks if t.job in (
             ("chief",) if mode == "parameter_server" else ("chief", "worker"))])
+    tasks, lost = _lost(tasks, meta)
     return Topology(tasks, links, mode, "trace", _words(net["isolated"]), _leader(plain, mode),
-                    notes=notes)
+                    notes=notes + lost)
+
+
+def _lost(tasks: list[Task], meta: Mapping[str, Any]) -> tuple[list[Task], list[str]]:
+    """Tasks ``LocalCluster`` recorded as lost mid-run (``meta["lost_tasks"]``): marked, and a note each."""
+    lost = {str(x["task"]).replace("-", ":"): x for x in meta.get("lost_tasks") or [] if isinstance(x, Mapping)}
+    notes = [f"{name} was lost during the run ({x.get('how', '?')}, {x.get('after_s', 0):.0f} s in)"
+             for name, x in lost.items()]
+    return [replace(t, role=f"{t.role} (lost during the run)") if t.name in lost else t for t in tasks], notes
 
 
 def _words(isolated: bool | None) -> str:
