@@ -58,6 +58,16 @@ Keys of every kind (:class:`CommonMeta`):
 - ``timing`` (dict, :class:`TimingMeta`): the clock of the ``events`` table.
 - ``skipped`` (list of dict): files ``load_trace(folder)`` did not merge,
   each ``{"path": str, "reason": str}``.
+- ``network`` (dict, :class:`NetworkMeta`): where the run's TensorFlow servers
+  were: ``addresses`` (dict: job -> list of the ``host:port`` each task
+  advertised, as in the cluster spec; ``dispatcher`` / ``data_worker`` for a
+  tf.data service), ``listening`` (dict: ``"<job>:<index>"`` -> list of the
+  addresses that process really listened on, read from ``/proc``),
+  ``connections`` (dict: ``"<job>:<index>"``, or a job for all its tasks ->
+  list of the ``host:port`` that process had opened connections to),
+  ``isolated`` (bool: inside vizdist's private network namespace),
+  ``resolver`` (str: where the task came from, a resolver's class or
+  ``TF_CONFIG``), ``rpc_layer`` (str). Read by ``vizdist.topology``.
 - ``lost_tasks`` (list of :class:`LostTask`): parameter-server cluster tasks
   (workers, ps) that died while the run went on, written by ``LocalCluster``:
   ``task`` (``"worker-1"``), ``how`` (stopped on request, killed by a
@@ -83,6 +93,15 @@ Keys of every kind (:class:`CommonMeta`):
 - ``stopped`` (str): why iteration ended (``"end_of_data"``, ``"steps"``,
   ``"max_steps"``, ``"error"``).
 - ``worker`` (int): the recording process's worker number.
+- ``tpu`` (dict, :class:`TPUMeta`): a TPU run's shape (``TPUStrategy``; not
+  recordable here, see the README): ``job`` (str: the TPU hosts' job),
+  ``accelerator`` (str, e.g. ``"v3-8"``), ``mesh_shape`` (list of int),
+  ``num_hosts`` / ``cores_per_host`` / ``num_cores`` (int), ``hosts`` (list
+  of :class:`TPUHost`: ``task`` (int), ``address`` (str), ``cpu_device``
+  (str), ``cores`` (list of :class:`TPUCore`: ``core`` (int, the ordinal on
+  its host), ``device`` (str), ``coordinates`` (list of int))). Built from
+  TF's ``tf.tpu.experimental.Topology`` by
+  ``vizdist.instrument.topology.tpu_meta``.
 
 Placement keys (``distribution`` / ``multi_worker``; written only when asked,
 ``trace_distribution(..., placement=True)``):
@@ -187,10 +206,10 @@ from vizdist.errors import TraceFormatError
 
 __all__ = [
     "KINDS", "BadResult", "BadRow", "ClosureRecord", "ClusterMeta", "CommonMeta", "DataServiceMeta",
-    "DistributedValuesMeta", "DistributionMeta", "FailedReplica", "FailedStep", "LossScalingRow", "LostTask",
-    "MultiWorkerMeta", "NonfiniteOp",
-    "NumericsMeta", "ParameterServerMeta", "PlacementCopy", "PlacementMeta", "PlacementOp", "ReductionMeta",
-    "ShardComparisonMeta", "Stall", "StoppedWorker", "TimingMeta", "TraceFormatError", "infer_kind",
+    "DistributedValuesMeta", "DistributionMeta", "FailedReplica", "FailedStep", "LossScalingRow",
+    "LostTask", "MultiWorkerMeta", "NetworkMeta", "NonfiniteOp", "NumericsMeta", "ParameterServerMeta",
+    "PlacementCopy", "PlacementMeta", "PlacementOp", "ReductionMeta", "ShardComparisonMeta", "Stall",
+    "StoppedWorker", "TPUCore", "TPUHost", "TPUMeta", "TimingMeta", "TraceFormatError", "infer_kind",
     "validate_meta",
 ]
 
@@ -377,6 +396,46 @@ class ReductionMeta(TypedDict, total=False):
     note: str
 
 
+class NetworkMeta(TypedDict, total=False):
+    """``meta["network"]``: addresses advertised per job, listened on per task, and isolation."""
+
+    addresses: dict[str, list[str]]
+    listening: dict[str, list[str]]
+    connections: dict[str, list[str]]
+    isolated: bool
+    resolver: str
+    rpc_layer: str
+
+
+class TPUCore(TypedDict, total=False):
+    """One TPU core of a host (``meta["tpu"]["hosts"][i]["cores"]``)."""
+
+    core: int
+    device: str
+    coordinates: list[int]
+
+
+class TPUHost(TypedDict, total=False):
+    """One TPU host (a ``worker`` task) and its cores."""
+
+    task: int
+    address: str
+    cpu_device: str
+    cores: list[TPUCore]
+
+
+class TPUMeta(TypedDict, total=False):
+    """``meta["tpu"]``: the hosts and cores of a TPU run (from ``tf.tpu.experimental.Topology``)."""
+
+    job: str
+    accelerator: str
+    mesh_shape: list[int]
+    num_hosts: int
+    cores_per_host: int
+    num_cores: int
+    hosts: list[TPUHost]
+
+
 class _LostTaskRequired(TypedDict):
     task: str
     how: str
@@ -423,6 +482,7 @@ class CommonMeta(TypedDict, total=False):
     partial: bool
     timing: TimingMeta
     skipped: list[SkippedFile]
+    network: NetworkMeta
     lost_tasks: list[LostTask]
 
 
@@ -452,6 +512,7 @@ class DistributionMeta(CommonMeta, total=False):
     loss_scaling: list[LossScalingRow]
     loss_scaling_global_batch_size: int | None
     distributed_values: list[DistributedValuesMeta]
+    tpu: TPUMeta
 
 
 class MultiWorkerMeta(DistributionMeta, total=False):
