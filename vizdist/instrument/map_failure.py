@@ -12,6 +12,9 @@ epoch), with TF's message from that call and the failing node.
 
 It is bounded (``limit`` elements, ``seconds``) and exact for pipelines
 that run the same way twice; the result says how many elements were checked.
+It walks the pipeline as given, before a strategy shards it: on a worker of
+a multi-worker run that shards by file, the element named is the first one
+any worker's map raises on.
 
 Example:
     >>> import tensorflow as tf  # doctest: +SKIP
@@ -36,7 +39,8 @@ __all__ = ["find_map_failure", "node_of"]
 _UPSTREAM_ERRORS = 100  # errors in a row before a map: its input is broken (say, a missing file), stop there
 
 HOW = ("vizdist re-ran the input pipeline after the run failed, with its tags, and called the map's own function "
-       "(a fresh tf.function, as Dataset.map traces it) on each element in order until it raised")
+       "(a fresh tf.function, as Dataset.map traces it) on each element in order until it raised (the pipeline as "
+       "given, before the strategy shards it; a pipeline that shuffles without a seed may order it differently)")
 
 
 def node_of(message: str) -> str:
