@@ -39,6 +39,8 @@ _LAZY = {
     "virtual_devices": "vizdist.instrument.devices",
     "trace_distribution": "vizdist.instrument.distribution",
     "watch": "vizdist.instrument.distribution",
+    "trace_tf1": "vizdist.instrument.legacy",
+    "run_in_graph_mode": "vizdist.instrument.legacy",
     "LocalCluster": "vizdist.instrument.cluster",
     "record_worker_shard": "vizdist.instrument.shards",
     "compare_shard_policies": "vizdist.instrument.sharding",
@@ -60,8 +62,19 @@ _LAZY = {
     "plot_coverage": "vizdist.render.service",
     "plot_streams": "vizdist.render.service",
     "plot_timeline": "vizdist.render.timeline_figure",
+    "plot_variable_shards": "vizdist.render.parameter_server",
+    "plot_closures": "vizdist.render.parameter_server",
     "timeline": "vizdist.render.timeline_widget",
     "to_chrome_trace": "vizdist.render.export",
+    # predict, then reveal; what-if knobs on live TensorFlow (issue 13)
+    "Predict": "vizdist.render.predict",
+    "predict_split": "vizdist.render.predict",
+    "predict_files": "vizdist.render.predict",
+    "predict_arrivals": "vizdist.render.predict",
+    "WhatIf": "vizdist.render.whatif",
+    "what_if": "vizdist.instrument.whatif",
+    "what_if_cluster": "vizdist.instrument.whatif",
+    "what_if_service": "vizdist.instrument.whatif",
     # placement and reduction (issue 11)
     "show_placement": "vizdist.render.placement",
     "plot_placement": "vizdist.render.placement",
@@ -70,6 +83,12 @@ _LAZY = {
     "trace_loss_scaling": "vizdist.instrument.reduction",
     "show_reduction": "vizdist.render.reduction",
     "loss_table": "vizdist.render.reduction",
+    # cluster topology (issue 12): vizdist.topology is the analysis function, looked up through the
+    # renderer so that importing it registers the drawing a Topology shows in Jupyter
+    "topology": "vizdist.render.topology",
+    "Topology": "vizdist.analysis.topology",
+    "plot_topology": "vizdist.render.topology",
+    "show_topology": "vizdist.render.topology",
 }
 
 __all__ = ["__version__", "diagnose", *_LAZY]

@@ -15,8 +15,8 @@ their own); nothing in vizdist's checks or views relies on them.
 Kinds (``meta["kind"]``) and who writes them:
 
 ``distribution``
-    ``trace_distribution`` / ``watch``: one process, one ``tf.distribute``
-    strategy (:class:`DistributionMeta`).
+    ``trace_distribution`` / ``watch`` / ``trace_tf1``: one process, one
+    ``tf.distribute`` (or ``tf.compat.v1.distribute``) strategy (:class:`DistributionMeta`).
 ``multi_worker``
     ``distribution`` traces of several worker processes merged into one
     (``load_trace(folder)``, ``LocalCluster.run``); the per-process metas stay
@@ -36,7 +36,8 @@ Keys of every kind (:class:`CommonMeta`):
 - ``strategy`` (str): the strategy's class name (``"tf.data service"`` when
   a service trace ran without one).
 - ``api`` (str): the TF API that fed the data, e.g.
-  ``"experimental_distribute_dataset"``.
+  ``"experimental_distribute_dataset"`` (TF1: ``"make_dataset_iterator"``,
+  ``"make_input_fn_iterator"``).
 - ``num_replicas`` (int): replicas in sync (all workers).
 - ``num_workers`` (int or null): worker processes (service: service workers).
 - ``devices`` (list of str): the replicas' devices, in replica order.
@@ -57,11 +58,28 @@ Keys of every kind (:class:`CommonMeta`):
 - ``timing`` (dict, :class:`TimingMeta`): the clock of the ``events`` table.
 - ``skipped`` (list of dict): files ``load_trace(folder)`` did not merge,
   each ``{"path": str, "reason": str}``.
+- ``network`` (dict, :class:`NetworkMeta`): where the run's TensorFlow servers
+  were: ``addresses`` (dict: job -> list of the ``host:port`` each task
+  advertised, as in the cluster spec; ``dispatcher`` / ``data_worker`` for a
+  tf.data service), ``listening`` (dict: ``"<job>:<index>"`` -> list of the
+  addresses that process really listened on, read from ``/proc``),
+  ``connections`` (dict: ``"<job>:<index>"``, or a job for all its tasks ->
+  list of the ``host:port`` that process had opened connections to),
+  ``isolated`` (bool: inside vizdist's private network namespace),
+  ``resolver`` (str: where the task came from, a resolver's class or
+  ``TF_CONFIG``), ``rpc_layer`` (str). Read by ``vizdist.topology``.
+- ``lost_tasks`` (list of :class:`LostTask`): parameter-server cluster tasks
+  (workers, ps) that died while the run went on, written by ``LocalCluster``:
+  ``task`` (``"worker-1"``), ``how`` (stopped on request, killed by a
+  signal, exited), ``after_s`` (seconds after the job started).
 
 ``distribution`` / ``multi_worker`` keys (:class:`DistributionMeta`):
 
 - ``host`` (str), ``gpus`` (int): where it ran.
-- ``iteration`` (str): ``"for"``, ``"get_next"`` or ``"get_next_as_optional"``.
+- ``iteration`` (str): ``"for"``, ``"get_next"`` or ``"get_next_as_optional"``
+  (:func:`vizdist.trace_tf1`: ``"get_next"`` or ``"experimental_run"``).
+- ``execution`` (str): ``"eager"`` or ``"graph"`` (TF1 graph mode, a ``Session``;
+  :func:`vizdist.trace_tf1` only).
 - ``options`` (dict): the ``tf.distribute.InputOptions`` given.
 - ``steps_requested`` / ``steps_run`` (int or null / int): steps asked for and run.
 - ``shard_policy`` (str): the dataset's ``AutoShardPolicy`` name (``"AUTO"``, ``"FILE"``, ...).
@@ -75,6 +93,15 @@ Keys of every kind (:class:`CommonMeta`):
 - ``stopped`` (str): why iteration ended (``"end_of_data"``, ``"steps"``,
   ``"max_steps"``, ``"error"``).
 - ``worker`` (int): the recording process's worker number.
+- ``tpu`` (dict, :class:`TPUMeta`): a TPU run's shape (``TPUStrategy``; not
+  recordable here, see the README): ``job`` (str: the TPU hosts' job),
+  ``accelerator`` (str, e.g. ``"v3-8"``), ``mesh_shape`` (list of int),
+  ``num_hosts`` / ``cores_per_host`` / ``num_cores`` (int), ``hosts`` (list
+  of :class:`TPUHost`: ``task`` (int), ``address`` (str), ``cpu_device``
+  (str), ``cores`` (list of :class:`TPUCore`: ``core`` (int, the ordinal on
+  its host), ``device`` (str), ``coordinates`` (list of int))). Built from
+  TF's ``tf.tpu.experimental.Topology`` by
+  ``vizdist.instrument.topology.tpu_meta``.
 
 Placement keys (``distribution`` / ``multi_worker``; written only when asked,
 ``trace_distribution(..., placement=True)``):
@@ -99,13 +126,25 @@ Placement keys (``distribution`` / ``multi_worker``; written only when asked,
   null: TF's whole message when the run failed, e.g. ``check_numerics``),
   ``failed_step`` (dict or null: the step that raised, ``{step, arrived,
   replicas: [{replica, device, source_ids, nonfinite_positions}]}``; the
-  ids are known when the step's batch had arrived).
+  ids are known when the step's batch had arrived), ``failed_element``
+  (dict or null, :class:`FailedElement`: when a ``map`` of the input
+  pipeline raised, the element it raised on, found by re-running the map's
+  function element by element: ``source_ids`` / ``source_files`` /
+  ``source_lines`` / ``epochs``, ``map_index`` (which map, source first),
+  ``op_name`` / ``op_type`` / ``devices`` of the failing op, TF's
+  ``message`` from that call, ``checked`` elements, ``how``).
 - ``reductions`` (list of :class:`ReductionMeta`): reductions recorded by
   :func:`vizdist.trace_reduction`: ``call``, ``reduce_op``, ``axis``,
   ``cross_device_ops`` (the class that combined the values), ``inputs`` /
   ``results`` (list of dict ``{replica, device, value, type}``),
   ``destinations`` (list of str), ``expected`` (TF's documented rule applied
-  to the inputs), ``ops`` (placement rows of the reduction), ``note``.
+  to the inputs), ``ops`` (placement rows of the reduction), ``note``,
+  ``workers`` (list of int: the processes that recorded it; a multi-worker
+  reduction is joined across them by ``Trace.merge``), ``collectives`` (list
+  of :class:`CollectiveOp`: each collective op with its device,
+  ``communication_hint``, ``group_size`` and the ``implementation`` TF's rule
+  picks) and ``communication`` (dict: ``requested``, the
+  ``CommunicationOptions`` implementation; ``timeout_seconds``; ``rule``).
 - ``loss_scaling`` (list of :class:`LossScalingRow`) and
   ``loss_scaling_global_batch_size`` (int or null):
   :func:`vizdist.trace_loss_scaling`, one row per step.
@@ -114,10 +153,30 @@ Placement keys (``distribution`` / ``multi_worker``; written only when asked,
   ``DistributedValues``): each component's ``replica``, ``device``, ``value``.
 
 ``parameter_server`` keys (:class:`ParameterServerMeta`):
-``num_ps`` (int or null), ``steps_scheduled`` (int), ``step_workers`` (list
-of int: the worker that ran each step), ``remote_values`` (dict: type names
-of the coordinator's remote objects), ``variables`` (list of dict: one per
-variable shard), ``variable_shape`` (list of int).
+``num_ps`` (int or null), ``steps_scheduled`` (int), ``steps_run`` (int:
+closures that finished), ``step_workers`` (list of int: the worker whose run
+of each scheduled closure counted, -1 for none), ``closures`` (list of
+:class:`ClosureRecord`, one per ``schedule`` call in order: ``closure``,
+``worker``, ``status`` (``done``, ``failed``, ``cancelled``, ``pending``),
+``error``, ``result`` (what ``RemoteValue.fetch()`` gave for the step
+function, or null) and ``attempts`` (list of dict ``{worker, outcome,
+error, t_start_ns, t_end_ns}``; ``outcome`` is ``done``, ``failed``,
+``rescheduled`` (its worker was lost; TF put the closure back),
+``retried`` (TF took the error for a transient ps failure and put it back),
+``aborted`` or ``running``)), ``attempts_recorded`` (bool),
+``per_worker_values`` (dict: the per-worker dataset/iterator types and one
+``{worker, type, status}`` per worker's iterator ``RemoteValue``),
+``remote_values`` (dict: type names of the coordinator's remote objects),
+``input_contexts`` (list of dict), ``pipeline`` (list), ``stopped`` (str:
+``done``, ``error`` (``join`` raised), ``timeout``), ``timeout_s`` (number),
+``interventions`` (list of dict: what the caller did part-way, e.g.
+``{stopped_task, after_closures, t_ns}``), ``variables`` (list of dict: one
+per variable shard: ``variable``, ``partitioner``, ``shard``, ``shards``,
+``shape``, ``rows``, ``bytes``, ``device``, ``job``, ``task``, and when the
+closures updated them ``updates`` (times the shard was updated, read back
+after the run; -1 when it could not be read) and ``read_error``),
+``variable_shape`` (list of int). The ``events`` table holds one ``closure``
+span per attempt (extra column ``outcome``).
 
 ``data_service`` keys (:class:`DataServiceMeta`):
 ``instrument`` (str), ``processing_mode`` / ``sharding_policy`` (str),
@@ -158,10 +217,11 @@ from typing import Any, TypedDict
 from vizdist.errors import TraceFormatError
 
 __all__ = [
-    "KINDS", "BadResult", "BadRow", "ClusterMeta", "CommonMeta", "DataServiceMeta", "DistributedValuesMeta",
-    "DistributionMeta", "FailedReplica", "FailedStep", "LossScalingRow", "MultiWorkerMeta", "NonfiniteOp",
-    "NumericsMeta", "ParameterServerMeta", "PlacementCopy", "PlacementMeta", "PlacementOp", "ReductionMeta",
-    "ShardComparisonMeta", "Stall", "StoppedWorker", "TimingMeta", "TraceFormatError", "infer_kind",
+    "KINDS", "BadResult", "BadRow", "ClosureRecord", "ClusterMeta", "CollectiveOp", "CommonMeta", "DataServiceMeta",
+    "DistributedValuesMeta", "DistributionMeta", "FailedElement", "FailedReplica", "FailedStep", "LossScalingRow",
+    "LostTask", "MultiWorkerMeta", "NetworkMeta", "NonfiniteOp", "NumericsMeta", "ParameterServerMeta",
+    "PlacementCopy", "PlacementMeta", "PlacementOp", "ReductionMeta", "ShardComparisonMeta", "Stall",
+    "StoppedWorker", "TPUCore", "TPUHost", "TPUMeta", "TimingMeta", "TraceFormatError", "infer_kind",
     "validate_meta",
 ]
 
@@ -287,6 +347,22 @@ class FailedStep(TypedDict, total=False):
     replicas: list[FailedReplica]
 
 
+class FailedElement(TypedDict, total=False):
+    """The element a ``map`` of the input pipeline raised on (``vizdist.instrument.map_failure``)."""
+
+    map_index: int
+    source_ids: list[int]
+    source_files: list[str]
+    source_lines: list[int]
+    epochs: list[int]
+    op_name: str
+    op_type: str
+    devices: list[str]
+    message: str
+    checked: int
+    how: str
+
+
 class NumericsMeta(TypedDict, total=False):
     """``meta["placement"]["numerics"]``: NaN/Inf seen in the run."""
 
@@ -295,6 +371,7 @@ class NumericsMeta(TypedDict, total=False):
     first_nonfinite_op: NonfiniteOp | None
     error: str | None
     failed_step: FailedStep | None
+    failed_element: FailedElement | None
 
 
 class LossScalingRow(TypedDict, total=False):
@@ -333,6 +410,17 @@ class PlacementMeta(TypedDict, total=False):
     numerics: NumericsMeta
 
 
+class CollectiveOp(TypedDict, total=False):
+    """One collective op a reduction ran (``CollectiveReduceV2`` ...), read from the graph TF built."""
+
+    op_type: str
+    op_name: str
+    device: str
+    communication_hint: str
+    group_size: int | None
+    implementation: str
+
+
 class ReductionMeta(TypedDict, total=False):
     """One entry of ``meta["reductions"]``: one reduction, input per device to result per destination."""
 
@@ -346,6 +434,73 @@ class ReductionMeta(TypedDict, total=False):
     expected: Any
     ops: list[PlacementOp]
     note: str
+    workers: list[int]
+    collectives: list[CollectiveOp]
+    communication: dict[str, Any]
+
+
+class NetworkMeta(TypedDict, total=False):
+    """``meta["network"]``: addresses advertised per job, listened on per task, and isolation."""
+
+    addresses: dict[str, list[str]]
+    listening: dict[str, list[str]]
+    connections: dict[str, list[str]]
+    isolated: bool
+    resolver: str
+    rpc_layer: str
+
+
+class TPUCore(TypedDict, total=False):
+    """One TPU core of a host (``meta["tpu"]["hosts"][i]["cores"]``)."""
+
+    core: int
+    device: str
+    coordinates: list[int]
+
+
+class TPUHost(TypedDict, total=False):
+    """One TPU host (a ``worker`` task) and its cores."""
+
+    task: int
+    address: str
+    cpu_device: str
+    cores: list[TPUCore]
+
+
+class TPUMeta(TypedDict, total=False):
+    """``meta["tpu"]``: the hosts and cores of a TPU run (from ``tf.tpu.experimental.Topology``)."""
+
+    job: str
+    accelerator: str
+    mesh_shape: list[int]
+    num_hosts: int
+    cores_per_host: int
+    num_cores: int
+    hosts: list[TPUHost]
+
+
+class _LostTaskRequired(TypedDict):
+    task: str
+    how: str
+    after_s: float
+
+
+class LostTask(_LostTaskRequired, total=False):
+    """One entry of ``meta["lost_tasks"]``: a cluster task that died while the run went on."""
+
+
+class _ClosureRequired(TypedDict):
+    closure: int
+    worker: int
+    status: str
+
+
+class ClosureRecord(_ClosureRequired, total=False):
+    """One entry of ``meta["closures"]``: a function scheduled on a ``ClusterCoordinator``."""
+
+    error: str
+    result: Any
+    attempts: list[dict[str, Any]]
 
 
 class CommonMeta(TypedDict, total=False):
@@ -370,14 +525,17 @@ class CommonMeta(TypedDict, total=False):
     partial: bool
     timing: TimingMeta
     skipped: list[SkippedFile]
+    network: NetworkMeta
+    lost_tasks: list[LostTask]
 
 
 class DistributionMeta(CommonMeta, total=False):
-    """``kind == "distribution"``: ``trace_distribution`` / ``watch`` in one process."""
+    """``kind == "distribution"``: ``trace_distribution`` / ``watch`` / ``trace_tf1`` in one process."""
 
     host: str
     gpus: int
     iteration: str
+    execution: str
     options: dict[str, Any]
     steps_requested: int | None
     steps_run: int
@@ -397,6 +555,7 @@ class DistributionMeta(CommonMeta, total=False):
     loss_scaling: list[LossScalingRow]
     loss_scaling_global_batch_size: int | None
     distributed_values: list[DistributedValuesMeta]
+    tpu: TPUMeta
 
 
 class MultiWorkerMeta(DistributionMeta, total=False):
@@ -408,8 +567,17 @@ class ParameterServerMeta(CommonMeta, total=False):
 
     num_ps: int | None
     steps_scheduled: int
+    steps_run: int
     step_workers: list[int]
+    closures: list[ClosureRecord]
+    attempts_recorded: bool
+    per_worker_values: dict[str, Any]
     remote_values: dict[str, str]
+    input_contexts: list[dict[str, Any]]
+    pipeline: list[Any]
+    stopped: str
+    timeout_s: float
+    interventions: list[dict[str, Any]]
     variables: list[dict[str, Any]]
     variable_shape: list[int]
 
