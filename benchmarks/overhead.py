@@ -21,8 +21,8 @@ what TensorFlow spends carrying vizdist's tag (one more component per
 element; the distributed iterator's per-step work per component);
 ``traced`` / ``tag only`` is vizdist's own recording.
 
-Run: ``python benchmarks/overhead.py`` (every row, shorter runs: about 3
-minutes of CPU, 4-6 minutes of wall time on 2 shared cores);
+Run: ``python benchmarks/overhead.py`` (every row, shorter runs: about 2.5
+minutes on 2 cores, 4-6 when other work shares them);
 ``--full`` runs the rows at the issue's sizes (batch 32 over 100k elements,
 3,125 steps) with 5 repeats and 3 of the 10^6 row (about 15 minutes);
 ``--big`` adds 10^7 elements (about 15 more minutes); ``--timing`` adds

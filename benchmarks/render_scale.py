@@ -24,8 +24,8 @@ time is the steadier measure. Browser times are measured in the page
 to back, several workers, nested depths, text columns of the same dtype
 real traces hold); renderers never see TensorFlow, so no TF is needed here.
 
-Run: ``python benchmarks/render_scale.py`` (about 3 minutes on 2 cores);
-``--no-big`` leaves out the 10^7 rows (about 1 minute).
+Run: ``python benchmarks/render_scale.py`` (under a minute on 2 quiet cores, a few under load);
+``--no-big`` leaves out the 10^7 rows.
 """
 
 from __future__ import annotations

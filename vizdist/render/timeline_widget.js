@@ -128,7 +128,8 @@ function render({ model, el: host }) {
   function view() {
     const v = model.get("view");
     if (v && v.length === 2 && v[1] > v[0]) return v;
-    return [spec.t_min || 0, spec.t_max || 1];
+    const a = spec.t_min || 0, b = spec.t_max || 0;
+    return b > a ? [a, b] : [a - 0.5, a + 0.5]; // a single zero-length span still gets an axis
   }
 
   function setView(t0, t1) {
