@@ -24,7 +24,7 @@ element; the distributed iterator's per-step work per component);
 Run: ``python benchmarks/overhead.py`` (every row, shorter runs: about 2.5
 minutes on 2 cores, 4-6 when other work shares them);
 ``--full`` runs the rows at the issue's sizes (batch 32 over 100k elements,
-3,125 steps) with 5 repeats and 3 of the 10^6 row (about 15 minutes);
+3,125 steps) with 5 repeats and 3 of the 10^6 row (about 8 minutes, 9 with --explain);
 ``--big`` adds 10^7 elements (about 15 more minutes); ``--timing`` adds
 ``timing=True`` / ``timing=0`` variants to the batch-512 row.
 """
