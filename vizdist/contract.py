@@ -75,6 +75,13 @@ Keys of every kind (:class:`CommonMeta`):
 - ``stopped`` (str): why iteration ended (``"end_of_data"``, ``"steps"``,
   ``"max_steps"``, ``"error"``).
 - ``worker`` (int): the recording process's worker number.
+- ``services`` (list of :class:`ServiceRead`): the pipeline's reads from the
+  tf.data service (``distribute`` / ``from_dataset_id``): ``sharding_policy``,
+  ``processing_mode``, ``address``, ``job_name`` (and ``traced_job_name``,
+  the job the traced run read), ``num_workers`` (int or null: unknown),
+  ``worker_attribution`` (how the ``service_worker`` column of ``elements``
+  is known, or ``"unknown: ..."``), ``exact`` (bool: the ids went through
+  the service) and ``note``.
 
 Placement keys (``distribution`` / ``multi_worker``; written only when asked,
 ``trace_distribution(..., placement=True)``):
@@ -161,7 +168,7 @@ __all__ = [
     "KINDS", "BadResult", "BadRow", "ClusterMeta", "CommonMeta", "DataServiceMeta", "DistributedValuesMeta",
     "DistributionMeta", "FailedReplica", "FailedStep", "LossScalingRow", "MultiWorkerMeta", "NonfiniteOp",
     "NumericsMeta", "ParameterServerMeta", "PlacementCopy", "PlacementMeta", "PlacementOp", "ReductionMeta",
-    "ShardComparisonMeta", "Stall", "StoppedWorker", "TimingMeta", "TraceFormatError", "infer_kind",
+    "ServiceRead", "ShardComparisonMeta", "Stall", "StoppedWorker", "TimingMeta", "TraceFormatError", "infer_kind",
     "validate_meta",
 ]
 
@@ -348,6 +355,20 @@ class ReductionMeta(TypedDict, total=False):
     note: str
 
 
+class ServiceRead(TypedDict, total=False):
+    """One entry of ``meta["services"]``: a read from the tf.data service inside the traced pipeline."""
+
+    sharding_policy: str
+    processing_mode: str
+    address: str
+    job_name: str
+    traced_job_name: str
+    num_workers: int | None
+    worker_attribution: str
+    exact: bool
+    note: str
+
+
 class CommonMeta(TypedDict, total=False):
     """Keys any kind may carry."""
 
@@ -397,6 +418,7 @@ class DistributionMeta(CommonMeta, total=False):
     loss_scaling: list[LossScalingRow]
     loss_scaling_global_batch_size: int | None
     distributed_values: list[DistributedValuesMeta]
+    services: list[ServiceRead]
 
 
 class MultiWorkerMeta(DistributionMeta, total=False):
