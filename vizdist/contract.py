@@ -57,6 +57,10 @@ Keys of every kind (:class:`CommonMeta`):
 - ``timing`` (dict, :class:`TimingMeta`): the clock of the ``events`` table.
 - ``skipped`` (list of dict): files ``load_trace(folder)`` did not merge,
   each ``{"path": str, "reason": str}``.
+- ``lost_tasks`` (list of :class:`LostTask`): parameter-server cluster tasks
+  (workers, ps) that died while the run went on, written by ``LocalCluster``:
+  ``task`` (``"worker-1"``), ``how`` (stopped on request, killed by a
+  signal, exited), ``after_s`` (seconds after the job started).
 
 ``distribution`` / ``multi_worker`` keys (:class:`DistributionMeta`):
 
@@ -121,10 +125,30 @@ Placement keys (``distribution`` / ``multi_worker``; written only when asked,
   ``DistributedValues``): each component's ``replica``, ``device``, ``value``.
 
 ``parameter_server`` keys (:class:`ParameterServerMeta`):
-``num_ps`` (int or null), ``steps_scheduled`` (int), ``step_workers`` (list
-of int: the worker that ran each step), ``remote_values`` (dict: type names
-of the coordinator's remote objects), ``variables`` (list of dict: one per
-variable shard), ``variable_shape`` (list of int).
+``num_ps`` (int or null), ``steps_scheduled`` (int), ``steps_run`` (int:
+closures that finished), ``step_workers`` (list of int: the worker whose run
+of each scheduled closure counted, -1 for none), ``closures`` (list of
+:class:`ClosureRecord`, one per ``schedule`` call in order: ``closure``,
+``worker``, ``status`` (``done``, ``failed``, ``cancelled``, ``pending``),
+``error``, ``result`` (what ``RemoteValue.fetch()`` gave for the step
+function, or null) and ``attempts`` (list of dict ``{worker, outcome,
+error, t_start_ns, t_end_ns}``; ``outcome`` is ``done``, ``failed``,
+``rescheduled`` (its worker was lost; TF put the closure back),
+``retried`` (TF took the error for a transient ps failure and put it back),
+``aborted`` or ``running``)), ``attempts_recorded`` (bool),
+``per_worker_values`` (dict: the per-worker dataset/iterator types and one
+``{worker, type, status}`` per worker's iterator ``RemoteValue``),
+``remote_values`` (dict: type names of the coordinator's remote objects),
+``input_contexts`` (list of dict), ``pipeline`` (list), ``stopped`` (str:
+``done``, ``error`` (``join`` raised), ``timeout``), ``timeout_s`` (number),
+``interventions`` (list of dict: what the caller did part-way, e.g.
+``{stopped_task, after_closures, t_ns}``), ``variables`` (list of dict: one
+per variable shard: ``variable``, ``partitioner``, ``shard``, ``shards``,
+``shape``, ``rows``, ``bytes``, ``device``, ``job``, ``task``, and when the
+closures updated them ``updates`` (times the shard was updated, read back
+after the run; -1 when it could not be read) and ``read_error``),
+``variable_shape`` (list of int). The ``events`` table holds one ``closure``
+span per attempt (extra column ``outcome``).
 
 ``data_service`` keys (:class:`DataServiceMeta`):
 ``instrument`` (str), ``processing_mode`` / ``sharding_policy`` (str),
@@ -165,8 +189,9 @@ from typing import Any, TypedDict
 from vizdist.errors import TraceFormatError
 
 __all__ = [
-    "KINDS", "BadResult", "BadRow", "ClusterMeta", "CommonMeta", "DataServiceMeta", "DistributedValuesMeta",
-    "DistributionMeta", "FailedReplica", "FailedStep", "LossScalingRow", "MultiWorkerMeta", "NonfiniteOp",
+    "KINDS", "BadResult", "BadRow", "ClosureRecord", "ClusterMeta", "CommonMeta", "DataServiceMeta",
+    "DistributedValuesMeta", "DistributionMeta", "FailedReplica", "FailedStep", "LossScalingRow", "LostTask",
+    "MultiWorkerMeta", "NonfiniteOp",
     "NumericsMeta", "ParameterServerMeta", "PlacementCopy", "PlacementMeta", "PlacementOp", "ReductionMeta",
     "ServiceRead", "ShardComparisonMeta", "Stall", "StoppedWorker", "TimingMeta", "TraceFormatError", "infer_kind",
     "validate_meta",
@@ -369,6 +394,30 @@ class ServiceRead(TypedDict, total=False):
     note: str
 
 
+class _LostTaskRequired(TypedDict):
+    task: str
+    how: str
+    after_s: float
+
+
+class LostTask(_LostTaskRequired, total=False):
+    """One entry of ``meta["lost_tasks"]``: a cluster task that died while the run went on."""
+
+
+class _ClosureRequired(TypedDict):
+    closure: int
+    worker: int
+    status: str
+
+
+class ClosureRecord(_ClosureRequired, total=False):
+    """One entry of ``meta["closures"]``: a function scheduled on a ``ClusterCoordinator``."""
+
+    error: str
+    result: Any
+    attempts: list[dict[str, Any]]
+
+
 class CommonMeta(TypedDict, total=False):
     """Keys any kind may carry."""
 
@@ -391,6 +440,7 @@ class CommonMeta(TypedDict, total=False):
     partial: bool
     timing: TimingMeta
     skipped: list[SkippedFile]
+    lost_tasks: list[LostTask]
 
 
 class DistributionMeta(CommonMeta, total=False):
@@ -430,8 +480,17 @@ class ParameterServerMeta(CommonMeta, total=False):
 
     num_ps: int | None
     steps_scheduled: int
+    steps_run: int
     step_workers: list[int]
+    closures: list[ClosureRecord]
+    attempts_recorded: bool
+    per_worker_values: dict[str, Any]
     remote_values: dict[str, str]
+    input_contexts: list[dict[str, Any]]
+    pipeline: list[Any]
+    stopped: str
+    timeout_s: float
+    interventions: list[dict[str, Any]]
     variables: list[dict[str, Any]]
     variable_shape: list[int]
 

@@ -44,6 +44,18 @@ def test_diff_tracks_elements_that_change_replica(tf, mirrored):
     assert "moved" in d.summary() and "<b>moved</b>" in d._repr_html_()
 
 
+def test_diff_compares_runs_on_different_devices(tf, mirrored, devices):
+    """4 replicas, then 3 (another device set): what moved is where plain TF put each element."""
+    three = tf.distribute.MirroredStrategy(devices[:3])
+    ds = tf.data.Dataset.range(8).batch(4)
+    a, b = _plain_split(mirrored, ds), _plain_split(three, ds)
+    d = vizdist.diff(vizdist.trace_distribution(mirrored, ds), vizdist.trace_distribution(three, ds))
+    assert set(d.moved["source_id"]) == {v for v in a if a[v] != b[v]}
+    empty = lambda where, n: {(s, r) for s, _ in where.values() for r in range(n)} - set(where.values())  # noqa: E731
+    assert {(int(s), int(r)) for s, r in d.became_empty.values.tolist()} == empty(b, 3) - empty(a, 4)
+    assert len(d.became_empty) > 0  # 4 over 3 replicas is 2, 2, 0
+
+
 def test_diff_refuses_what_is_not_a_trace():
     with pytest.raises(TypeError, match=r"two vizdist\.Trace objects"):
         vizdist.diff(vizdist.Trace(), "run.json")

@@ -178,6 +178,23 @@ def test_service_to_mirrored_replicas_in_one_trace(tf, service, mirrored):
     assert all(d.endswith(f"CPU:{r}") for d, r in zip(e["device"], e["replica"], strict=True))
 
 
+def test_explorer_cards_name_the_service_worker_of_each_step(tf, service, mirrored):
+    """Not one worker per replica: under DATA, global batch k comes from worker k % 2 (TF's rule)."""
+    t = service.trace(tf.data.Dataset.range(16).batch(4), sharding_policy="DATA", strategy=mirrored, progress=False)
+    ex = vizdist.show(t)
+    e = t.elements
+    checked = 0
+    for step in sorted(set(e["step"])):
+        ex.step = int(step)
+        for r, card in enumerate(ex.cards.children):
+            ids = e[(e["step"] == step) & (e["replica"] == r)]["source_id"]
+            if len(ids):
+                w = int(ids.min()) // 4 % 2
+                assert f"made by service worker {w}<" in card.value and f"worker {1 - w}" not in card.value, card.value
+                checked += 1
+    assert checked == 16
+
+
 def test_bad_knobs_are_clear_errors(tf, service):
     ds = tf.data.Dataset.range(3)
     with pytest.raises(ValueError, match="parallel_epochs"):

@@ -144,6 +144,22 @@ def test_hint_without_shard_hint_reads_everything(tagged: ShardComparison) -> No
     assert "HINT only shards where" in diagnose(tagged.traces["HINT"]).query("code == 'worker-duplicates'").iloc[0]["message"]
 
 
+def test_summary_status_is_ok_only_where_no_other_worker_read_the_same_elements(tagged: ShardComparison,
+                                                                                 plain: dict) -> None:
+    """OFF and HINT give both workers every element (in plain TF): their status must say so, not "ok"."""
+    s = tagged.summary().set_index(["policy", "worker"])
+    for policy in ("AUTO", "FILE", "DATA", "HINT", "OFF"):
+        values = {w: set(v) for w, v in _plain_values(plain, policy).items()}  # lines are unique numbers
+        for w, mine in values.items():
+            shared = mine & set().union(*(v for o, v in values.items() if o != w))
+            status = s.loc[(policy, w), "status"]
+            if shared:
+                assert status == f"duplicates: {len(shared)} of its {len(mine)} element(s) also read by worker {1 - w}"
+            else:
+                assert status == "ok", (policy, w, status)
+    assert {p for p in ("OFF", "HINT") if s.loc[(p, 0), "status"] != "ok"} == {"OFF", "HINT"}
+
+
 def test_comparison_renders_escaped_html_and_a_figure(tagged: ShardComparison) -> None:
     html = tagged._repr_html_()
     assert html.count("<th>worker") == 2 and "part-0.txt, part-2.txt" in html

@@ -95,6 +95,13 @@ def test_explorer_static_fallback_has_text_html_and_png():
     assert base64.b64decode(bundle["image/png"])[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_explorer_static_html_shows_its_title_once():
+    t = trace_10_over_4()
+    html = vizdist.show(t)._repr_mimebundle_()["text/html"]
+    title = split_layout(t)["title"]
+    assert html.count(title) == 1, html[:300]
+
+
 def test_show_rejects_non_traces():
     import pytest
 

@@ -91,6 +91,7 @@ class TraceDiff:
 def _arrivals(trace: Trace, key: list[str]) -> pd.DataFrame:
     e = trace.elements.sort_values(["step", "worker", "replica", "position"], kind="stable")
     e = e.assign(arrival=e.groupby(key, sort=False).cumcount())
+    e = e.astype({c: object for c in _WHERE if isinstance(e[c].dtype, pd.CategoricalDtype)})  # runs differ in devices
     return e[[*key, "arrival", *_WHERE]].reset_index(drop=True)
 
 

@@ -79,6 +79,21 @@ def content_map(files: Sequence[str], limit: int = 100_000) -> dict[str, tuple[s
     return out
 
 
+def _duplicates_status(keys: pd.Series, worker: pd.Series, w: int, shared: int, unique: int) -> str:
+    """``"ok"``, or which other workers read some of worker ``w``'s elements too.
+
+    Example:
+        >>> keys, workers = pd.Series(["a#0", "a#0", "a#1"]), pd.Series([0, 1, 1])
+        >>> _duplicates_status(keys, workers, 0, 1, 1)
+        'duplicates: 1 of its 1 element(s) also read by worker 1'
+    """
+    if not shared:
+        return "ok"
+    others = sorted({int(o) for o in worker[keys.isin(set(keys[worker == w])) & (worker != w)]})
+    return (f"duplicates: {shared} of its {unique} element(s) also read by worker"
+            f"{'s' if len(others) > 1 else ''} {', '.join(map(str, others))}")
+
+
 class ShardComparison:
     """What each worker read under each auto-shard policy.
 
@@ -129,7 +144,10 @@ class ShardComparison:
         ``elements`` counts deliveries, ``unique`` distinct source elements,
         ``shared`` how many of them another worker read too, ``coverage`` the
         fraction of all source elements that *some* worker read under the
-        policy, ``imbalance`` max/min elements per worker.
+        policy, ``imbalance`` max/min elements per worker. ``status`` is the
+        worker's error, ``"duplicates: ..."`` when other workers read some of
+        its elements too (the ``worker-duplicates`` finding of ``diagnose``),
+        or ``"ok"``.
         """
         rows = []
         total = self._total_elements()
@@ -153,11 +171,12 @@ class ShardComparison:
                 mine = e[e["worker"] == w]
                 mkeys = keys[e["worker"] == w].unique()
                 files = sorted({Path(f).name for f in mine["source_file"] if f})
+                shared = int(sum(readers.get(k, 0) > 1 for k in mkeys))
                 rows.append(dict(
                     policy=policy, worker=w, files=files, elements=len(mine), unique=len(mkeys),
-                    shared=int(sum(readers.get(k, 0) > 1 for k in mkeys)), coverage=round(coverage, 3),
+                    shared=shared, coverage=round(coverage, 3),
                     imbalance=round(imbalance, 3) if imbalance == imbalance else imbalance,
-                    status=errs.get(f"worker-{w}", "ok"),
+                    status=errs.get(f"worker-{w}") or _duplicates_status(keys, e["worker"], w, shared, len(mkeys)),
                 ))
         return pd.DataFrame(rows, columns=["policy", "worker", "files", "elements", "unique", "shared",
                                            "coverage", "imbalance", "status"])

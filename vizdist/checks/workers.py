@@ -81,12 +81,13 @@ def worker_duplicates(trace: Trace) -> Iterator[Finding]:
     examples = ", ".join(_label(e, k) for k in list(shared.index)[:5])
     what = f"{len(shared)} of {len(per_key)} source elements were read by more than one worker (workers {workers}; e.g. {examples})."
     if _is_ps(trace.meta):
-        cause = ("Under ParameterServerStrategy each worker's dataset_fn builds the whole pipeline, so every "
-                 "worker reads everything unless dataset_fn shards it.")
-        fix = ("If each example should be seen once per epoch, shard inside dataset_fn with "
-               "ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id) (or use "
-               "tf.data service); otherwise shuffle with a different seed per worker so workers at least "
-               "see different orders.")
+        cause = ("Under ParameterServerStrategy TensorFlow calls dataset_fn once, on the coordinator, with "
+                 "InputContext(num_input_pipelines=1, input_pipeline_id=0), and every worker iterates its "
+                 "own full copy of that pipeline, so every worker reads everything (sharding by the "
+                 "InputContext does nothing here).")
+        fix = ("If each example should be seen once per epoch, use tf.data service with "
+               "processing_mode='distributed_epoch'; otherwise shuffle (and repeat) so the workers at "
+               "least see different orders, as TensorFlow's parameter-server tutorial does.")
         severity = "info"
     elif policy in ("OFF", "HINT"):
         cause = (f"The auto-shard policy is {policy}: " + (

@@ -128,6 +128,7 @@ def main(argv: list[str]) -> int:
         ctx = WorkerContext(
             task_type=task_type, task_index=task_index, num_workers=int(spec["workers"]),
             num_ps=int(spec["ps"]), collective_timeout=float(spec["collective_timeout"]), job_dir=str(job),
+            deadline=float(spec.get("deadline", 0.0)),
         )
         result = run_task(ctx, job, spec)
         if result is not None:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -84,6 +85,8 @@ class WorkerContext:
         collective_timeout: seconds a collective may wait for a peer before
             failing (used by :meth:`multi_worker_strategy`).
         job_dir: the launcher's folder for this run (logs, shards).
+        deadline: wall-clock time (``time.time()``) by which the launcher
+            stops the run (0: none); see :meth:`time_left`.
 
     Example:
         >>> ctx = WorkerContext("worker", 1, num_workers=2)
@@ -98,11 +101,41 @@ class WorkerContext:
     collective_timeout: float = 30.0
     job_dir: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
+    deadline: float = 0.0
 
     @property
     def task(self) -> str:
         """``"<type>-<index>"``, e.g. ``"worker-0"``."""
         return f"{self.task_type}-{self.task_index}"
+
+    def time_left(self) -> float:
+        """Seconds until the launcher stops this run (``inf`` when it set no deadline)."""
+        return self.deadline - time.time() if self.deadline else float("inf")
+
+    def stop_task(self, task: str, *, timeout: float = 60.0) -> dict[str, Any]:
+        """Ask the launcher to kill ``task`` (e.g. ``"worker-1"``) now, as a crash or preemption would.
+
+        The launcher kills the task's process tree (SIGTERM, then SIGKILL), records it in the
+        merged trace's ``meta["lost_tasks"]`` and answers; this waits at most
+        ``timeout`` seconds for that answer and returns it
+        (``{"task", "how", "after_s"}``).
+        """
+        if task == self.task or not re.fullmatch(r"(worker|ps|chief)-\d+", str(task)):
+            raise ValueError(f"stop_task takes another task of this cluster, such as 'worker-1' or 'ps-0'; "
+                             f"got {task!r} (this process is {self.task}).")
+        if not self.job_dir:
+            raise RuntimeError("stop_task works inside a LocalCluster run (its launcher does the killing); "
+                               "this WorkerContext has no job folder.")
+        job = Path(self.job_dir)
+        answer = job / f"stopped-{task}.json"
+        (job / f"stop-{task}.request").write_text(task, encoding="utf-8")
+        end = time.monotonic() + timeout
+        while not answer.exists():
+            if time.monotonic() > end:
+                raise TimeoutError(f"the launcher did not stop {task} within {timeout:g}s.")
+            time.sleep(0.05)
+        doc: dict[str, Any] = json.loads(answer.read_text(encoding="utf-8"))
+        return doc
 
     def multi_worker_strategy(self) -> Any:
         """A ``MultiWorkerMirroredStrategy`` whose collectives time out.
@@ -156,6 +189,8 @@ class _Run:
     sup: Supervisor
     namespace: Namespace | None
     tasks: dict[str, tuple[str, int]] = field(default_factory=dict)  # child name -> (type, index)
+    lost: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> {task, how, after_s}
+    started: float = 0.0  # monotonic time the job was handed to the user tasks
 
     def close(self) -> None:
         self.sup.kill_all()
@@ -310,6 +345,7 @@ class LocalCluster:
         spec = {
             "mode": self.mode, "workers": self.workers, "ps": self.ps, "layout": self.layout,
             "timeout": self.timeout, "collective_timeout": self.collective_timeout, "cluster": cluster,
+            "deadline": time.time() + self.timeout,
         }
         (run.job / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
         # The callable is shipped by reference where it can be: the workers import what this process can.
@@ -332,10 +368,17 @@ class LocalCluster:
             One trace: the shards that ``fn`` returned, merged, with
             ``meta["cluster"]`` describing the layout.
 
+        With parameter servers, a worker or ps that dies (or that ``fn``
+        stops with :meth:`WorkerContext.stop_task`) does not end the run:
+        TensorFlow's coordinator decides what happens, the launcher waits for
+        the chief (up to ``timeout``) and names the task in
+        ``meta["lost_tasks"]``.
+
         Raises:
             TracingError: a process failed, died, or the run passed
                 ``timeout``. The message names the task and shows its
-                traceback; ``partial_trace`` holds what was recorded.
+                traceback; ``partial_trace`` holds what was recorded (and
+                ``lost_tasks``).
         """
         payload = _pickle_job(fn, args, kwargs)
         self._stop_run()
@@ -352,6 +395,7 @@ class LocalCluster:
             tmp = job / "job.pkl.tmp"
             tmp.write_bytes(payload)
             os.replace(tmp, job / "job.pkl")
+            run.started = time.monotonic()
             return self._wait_done(run, deadline)
         finally:
             self.logs.update({c.name: run.sup.log_tail(c, 200) for c in run.sup.children})
@@ -384,12 +428,14 @@ class LocalCluster:
         first_failure: float | None = None
         try:
             while True:
+                self._serve_stop_requests(run)
                 done = [c for c in users if c.status() == "done"]
                 bar.update(len(done) - bar.n)
                 if len(done) == len(users):
-                    return self._merge(run.job)
+                    return self._merge(run.job, run.lost)
                 dead = [c for c in run.sup.children if c.status() == "failed" or
                         (not c.alive() and c.status() != "done")]
+                dead = self._note_lost(run, dead)
                 if dead and first_failure is None:
                     first_failure = time.monotonic()
                 if first_failure is not None and self._give_up(users, dead, first_failure, deadline):
@@ -399,6 +445,39 @@ class LocalCluster:
                 time.sleep(0.05)
         finally:
             bar.close()
+
+    def _serve_stop_requests(self, run: _Run) -> None:
+        """Kill the tasks a user task asked for (:meth:`WorkerContext.stop_task`) and answer it."""
+        for req in sorted(run.job.glob("stop-*.request")):
+            name = req.name[len("stop-"):-len(".request")]
+            child = next((c for c in run.sup.children if c.name == name), None)
+            if child is not None and child.alive():
+                run.sup.kill(child, grace=0.0)
+                run.lost[name] = {"task": name, "how": "killed on request with SIGTERM, then SIGKILL",
+                                  "after_s": round(time.monotonic() - run.started, 3)}
+            answer = run.lost.get(name) or {"task": name, "how": "not running", "after_s": -1.0}
+            tmp = run.job / f"stopped-{name}.json.tmp"
+            tmp.write_text(json.dumps(answer), encoding="utf-8")
+            os.replace(tmp, run.job / f"stopped-{name}.json")
+            req.unlink()
+
+    def _note_lost(self, run: _Run, dead: list[Child]) -> list[Child]:
+        """Record dead tasks in ``run.lost``; return those that fail the run.
+
+        With parameter servers, only the chief's failure does: a lost worker or
+        ps is TensorFlow's coordinator's to handle (it re-runs a lost worker's
+        closures; a lost ps fails them), and the chief's trace shows what it did.
+        """
+        if self.mode != "ps":
+            return dead
+        for c in dead:
+            if c.name not in run.lost:
+                code = c.popen.poll()
+                how = ("still running, reported failure" if code is None else
+                       f"killed by signal {-code}" if code < 0 else f"exited with code {code}")
+                run.lost[c.name] = {"task": c.name, "how": how,
+                                    "after_s": round(time.monotonic() - run.started, 3)}
+        return [c for c in dead if run.tasks[c.name][0] == "chief"]
 
     def _give_up(self, users: list[Child], dead: list[Child], since: float, deadline: float) -> bool:
         """After a failure, give the peers time to fail their collectives and write partial traces."""
@@ -413,20 +492,23 @@ class LocalCluster:
 
         return [load_trace(f) for f in sorted(job.glob("worker-*.json"))]
 
-    def _partial(self, job: Path) -> Trace | None:
+    def _partial(self, job: Path, lost: Mapping[str, Any] | None = None) -> Trace | None:
         shards = self._shards(job)
         for f in sorted(job.glob("error-*.json")):
             doc = json.loads(f.read_text(encoding="utf-8"))
             if "partial_trace" in doc:
                 shards.append(Trace.from_dict(doc["partial_trace"]))
+        extra: dict[str, Any] = {"cluster": self._cluster_meta(), "partial": True}
+        if lost:
+            extra["lost_tasks"] = list(lost.values())
         if not shards:
-            return None
-        return Trace.merge(shards, meta={"cluster": self._cluster_meta(), "partial": True})
+            return Trace(meta=extra) if lost else None  # nothing recorded, but who was lost is known
+        return Trace.merge(shards, meta=extra)
 
     def _cluster_meta(self) -> dict[str, Any]:
         return {"mode": self.mode, "workers": self.workers, "ps": self.ps, "chief": self.layout["chief"]}
 
-    def _merge(self, job: Path) -> Trace:
+    def _merge(self, job: Path, lost: Mapping[str, Any] | None = None) -> Trace:
         shards = self._shards(job)
         results = {}
         for f in sorted(job.glob("result-*.json")):
@@ -434,6 +516,8 @@ class LocalCluster:
         extra: dict[str, Any] = {"cluster": self._cluster_meta()}
         if results:
             extra["results"] = results
+        if lost:
+            extra["lost_tasks"] = list(lost.values())
         if not shards:
             return Trace(meta=extra)
         return Trace.merge(shards, meta=extra)
@@ -456,7 +540,7 @@ class LocalCluster:
         names = ", ".join(c.name for c in dead)
         return TracingError(
             f"LocalCluster: {names} failed.\n" + "\n\n".join(parts) + "\n\n" + hint,
-            partial_trace=self._partial(run.job),
+            partial_trace=self._partial(run.job, run.lost),
         )
 
     def _timeout_error(self, run: _Run, what: str) -> TracingError:
@@ -468,7 +552,7 @@ class LocalCluster:
             "constructor, and a collective waits for all workers: look for a worker that crashed or a "
             "step that only some workers run. All processes were stopped. Raise timeout= if the machine "
             f"is just slow. Logs: {run.job}/log-*.txt (kept).",
-            partial_trace=self._partial(run.job),
+            partial_trace=self._partial(run.job, run.lost),
         )
 
     # -- clean-up -----------------------------------------------------------

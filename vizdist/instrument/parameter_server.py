@@ -1,24 +1,34 @@
-"""Trace ``ParameterServerStrategy`` runs: scheduled steps, workers, elements, variable shards.
+"""Trace ``ParameterServerStrategy`` runs: closures, workers, elements, RemoteValues, lost tasks, variable shards.
 
 Runs in the *coordinator* (the chief of a
 :class:`~vizdist.instrument.cluster.LocalCluster` with ``ps > 0``, or the
 coordinator of your own cluster). :func:`trace_parameter_server` builds a
 per-worker dataset with ``ClusterCoordinator.create_per_worker_dataset``,
-schedules ``steps`` step functions, and records which worker ran which
-step on which elements (read inside the step with
-``tf.distribute.coordinator.experimental_get_current_worker_index()``).
+schedules ``steps`` functions (TF calls each a *closure*), waits for them with
+a deadline, and records:
+
+* which worker ran each closure on which elements (read inside the function
+  with ``tf.distribute.coordinator.experimental_get_current_worker_index()``;
+  elements carry vizdist's source tags, so provenance is exact);
+* what each closure's ``RemoteValue`` gave back (``fetch()``), or the error it holds;
+* every *attempt* of every closure (``meta["closures"][i]["attempts"]`` and
+  the ``events`` table): a closure whose worker was lost is put back by TF
+  and runs again on another worker, so it has two attempts;
+* the per-worker iterators (``PerWorkerValues``: one ``RemoteValue`` per worker).
+
 :func:`variable_shards` lists how partitioned variables were split over the
 parameter-server tasks; :func:`record_parameter_server` does both in one
-call, for use as a ``LocalCluster.run`` callable.
+call, for use as a ``LocalCluster.run`` callable, and can stop a worker or
+a ps part-way through (``lose="worker-1"``) to show what TF does then.
 
-Elements are identified by their value (``provenance: content`` in the
-trace's meta): use a pipeline whose first component is an id, such as
-``tf.data.Dataset.range(n)``.
+Attempts are read from the coordinator's worker threads (TF's
+``ClusterCoordinator`` internals, checked on TF 2.21); where a TF version lacks
+them, ``meta["attempts_recorded"]`` is false and only final results are kept.
 
 Example:
     >>> import vizdist
     >>> from vizdist.instrument.parameter_server import record_parameter_server
-    >>> def dataset_fn(input_context):                       # runs on each worker
+    >>> def dataset_fn(input_context):                       # runs in the coordinator
     ...     import tensorflow as tf
     ...     return tf.data.Dataset.range(16).batch(2).repeat()
     >>> with vizdist.LocalCluster(workers=2, ps=1) as cluster:  # doctest: +SKIP
@@ -30,11 +40,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from vizdist.errors import TracingError
 from vizdist.instrument.record import Recorder, strategy_name
 from vizdist.trace import Trace
 
@@ -52,6 +65,9 @@ PARTITIONERS: dict[str, dict[str, Any]] = {
     "MinSizePartitioner": {"min_shard_bytes": 128, "max_shards": 4},
     "MaxSizePartitioner": {"max_shard_bytes": 32},
 }
+_POLL_S = 0.05
+_ERROR_CHARS = 2000  # per attempt; the error join() raised is kept whole
+_MARGIN_S = 15.0  # record_parameter_server stops waiting this long before the launcher's deadline
 
 
 def _make_partitioner(name: str, spec: Mapping[str, Any] | Any) -> Any:
@@ -109,7 +125,10 @@ def _task_of(device: str) -> tuple[str, int]:
 
 
 def variable_shards(variables: Mapping[str, Any], *, partitioners: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-    """One row per variable shard: variable, partitioner, shard, shape, rows, device, ps task.
+    """One row per variable shard: variable, partitioner, shard, shape, rows, bytes, device, ps task.
+
+    Reads TensorFlow's own answer: a ``ShardedVariable``'s ``.variables`` (in
+    order) with each shard's ``device`` and ``shape``; a plain variable is one shard.
 
     Args:
         variables: name -> variable (a ``ShardedVariable`` or a plain one).
@@ -160,56 +179,162 @@ def _jsonable(x: Any) -> Any:
     return x
 
 
-def trace_parameter_server(
-    strategy: Any,
-    dataset_fn: Callable[[Any], Any],
-    *,
-    steps: int = 8,
-    step_fn: Callable[[Any], Any] | None = None,
-    coordinator: Any = None,
-) -> Trace:
-    """Schedule ``steps`` steps on a ParameterServerStrategy and record who ran what.
+def _error_text(exc: BaseException | None, limit: int | None = _ERROR_CHARS) -> str:
+    """``Type: message`` on one line (`` | `` between lines); cut at ``limit`` characters (None: whole)."""
+    if exc is None:
+        return ""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    text = f"{type(exc).__name__}: {' | '.join(lines)}"
+    return text if limit is None else text[:limit]
 
-    Args:
-        strategy: a ``tf.distribute.ParameterServerStrategy`` (in the coordinator).
-        dataset_fn: ``input_context -> tf.data.Dataset`` of batches, given to
-            ``strategy.distribute_datasets_from_function`` inside
-            ``coordinator.create_per_worker_dataset``. Make it infinite
-            (``repeat()``) or give at least ``steps`` batches per worker.
-        steps: number of steps to schedule.
-        step_fn: optional ``batch -> tensor`` run by ``strategy.run`` in each
-            step; its fetched value goes into ``batches.result``.
-        coordinator: an existing ``ClusterCoordinator`` (one is made if None).
 
-    Returns:
-        A trace: one ``elements`` row per element a step consumed (``step``
-        is the schedule order, ``worker`` the worker that ran it, ``replica``
-        0: the step ran on that worker's one replica, with no
-        synchronisation between workers), one ``batches`` row per step; ``meta["step_workers"]`` lists
-        the worker of every step and ``meta["remote_values"]`` the types of
-        what the coordinator handed back.
+# -- who ran what: the coordinator's worker threads --------------------------------------------
+class _ClosureObserver:
+    """Records every attempt of every closure on the coordinator's worker threads.
 
-    Example:
-        >>> trace = trace_parameter_server(strategy, dataset_fn, steps=4)   # doctest: +SKIP
+    TF's ``ClusterCoordinator`` runs one thread per worker, each calling
+    ``Worker._process_closure(closure)``; a worker failure calls
+    ``Worker._on_closure_failure(closure, error)`` and puts the closure back
+    in the queue. Both are wrapped on the worker *instances* (undone by
+    :meth:`remove`); the ``RemoteValue`` a closure fills identifies it.
+    A closure TF puts back as a transient ps failure is seen through TF's own
+    log line (``"...treated as a transient connectivity failure"``).
     """
-    import numpy as np
+
+    def __init__(self, coordinator: Any, t0: int) -> None:
+        self.t0 = t0
+        self.attempts: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._last_log: dict[int, str] = {}
+        self._workers = list(getattr(getattr(coordinator, "_cluster", None), "workers", []) or [])
+        self.ok = bool(self._workers) and all(
+            hasattr(w, "_process_closure") and hasattr(w, "_on_closure_failure") and hasattr(w, "worker_index")
+            for w in self._workers)
+        self._handler = _LogTap(self._last_log)
+
+    def _now(self) -> int:
+        return time.perf_counter_ns() - self.t0
+
+    def install(self) -> None:
+        if not self.ok:
+            return
+        for w in self._workers:
+            w._process_closure = self._wrap_process(w, w._process_closure)
+            w._on_closure_failure = self._wrap_failure(w, w._on_closure_failure)
+        logging.getLogger("tensorflow").addHandler(self._handler)
+
+    def remove(self) -> None:
+        for w in self._workers:
+            for name in ("_process_closure", "_on_closure_failure"):
+                w.__dict__.pop(name, None)
+        logging.getLogger("tensorflow").removeHandler(self._handler)
+
+    def _attempt(self, closure: Any, worker: int) -> dict[str, Any]:
+        ref = getattr(closure, "_output_remote_value_ref", None)
+        att = {"rv": ref() if ref is not None else None, "worker": worker, "t_start_ns": self._now(),
+               "t_end_ns": -1, "outcome": "running", "error": ""}
+        with self._lock:
+            self.attempts.append(att)
+        return att
+
+    def _wrap_process(self, worker: Any, original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        def process(closure: Any) -> Any:
+            att = self._attempt(closure, int(worker.worker_index))
+            self._last_log.pop(threading.get_ident(), None)
+            try:
+                return original(closure)
+            finally:
+                if att["outcome"] == "running":
+                    att["outcome"], att["error"] = self._outcome(att["rv"])
+                    att["t_end_ns"] = self._now()
+
+        return process
+
+    def _outcome(self, rv: Any) -> tuple[str, str]:
+        status = getattr(getattr(rv, "_status", None), "name", "")
+        error = getattr(rv, "_error", None)
+        if status == "READY":
+            if error is None:
+                return "done", ""
+            return ("cancelled" if type(error).__name__ == "CancelledError" else "failed"), _error_text(error)
+        if status == "ABORTED":
+            return "aborted", _error_text(error)
+        # Not ready after the attempt: TF put the closure back (a transient failure) to run it again.
+        return "retried", self._last_log.pop(threading.get_ident(), "")[:_ERROR_CHARS]
+
+    def _wrap_failure(self, worker: Any, original: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+        def on_failure(closure: Any, error: Any) -> Any:
+            with self._lock:
+                mine = [a for a in self.attempts if a["worker"] == int(worker.worker_index)
+                        and a["outcome"] == "running"]
+            if mine:
+                mine[-1].update(outcome="rescheduled", error=_error_text(error), t_end_ns=self._now())
+            return original(closure, error)
+
+        return on_failure
+
+    def of(self, rv: Any) -> list[dict[str, Any]]:
+        """The attempts of the closure whose RemoteValue is ``rv``, in order."""
+        with self._lock:
+            return [a for a in self.attempts if a["rv"] is rv]
+
+
+class _LogTap(logging.Handler):
+    """Keeps TF's last coordinator log line per thread (the error of a closure TF put back)."""
+
+    def __init__(self, sink: dict[int, str]) -> None:
+        super().__init__(level=logging.ERROR)
+        self._sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if str(record.pathname).endswith("cluster_coordinator.py"):
+            with contextlib.suppress(Exception):
+                self._sink[threading.get_ident()] = " | ".join(
+                    ln.strip() for ln in record.getMessage().splitlines() if ln.strip())
+
+
+# -- the dataset, tagged ------------------------------------------------------------------------
+def _tagging_dataset_fn(dataset_fn: Callable[[Any], Any], contexts: list[dict[str, Any]],
+                        infos: list[dict[str, Any]]) -> Callable[[Any], Any]:
+    """``dataset_fn`` as TF calls it, with its pipeline tagged.
+
+    TF calls it once, inside a ``tf.function`` it traces in the coordinator;
+    vizdist calls your ``dataset_fn`` there (once, with TF's ``InputContext``)
+    under ``tf.init_scope()`` so the pipeline is built eagerly and can be
+    tagged, then hands TF the tagged pipeline as a serialized graph (how TF
+    itself ships a ``tf.data.Dataset`` to workers).
+    """
     import tensorflow as tf
+    from tensorflow.python.distribute.coordinator.values import (
+        deserialize_dataset_from_graph,
+        serialize_dataset_to_graph,
+    )
 
-    if not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be an int >= 1; got {steps!r}.")
-    if "ParameterServer" not in type(strategy).__name__:
-        raise TypeError(
-            f"trace_parameter_server needs a ParameterServerStrategy; got {type(strategy).__name__}. "
-            "For MultiWorkerMirroredStrategy use vizdist.trace_distribution in every worker."
-        )
-    if coordinator is None:
-        coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    from vizdist.instrument.tagging import Untaggable, tag_dataset
 
-    def per_worker_dataset_fn() -> Any:
-        return strategy.distribute_datasets_from_function(dataset_fn)
+    def traced_fn(input_context: Any) -> Any:
+        contexts.append({"num_input_pipelines": int(input_context.num_input_pipelines),
+                         "input_pipeline_id": int(input_context.input_pipeline_id),
+                         "num_replicas_in_sync": int(input_context.num_replicas_in_sync)})
+        with tf.init_scope():
+            ds = dataset_fn(input_context)
+            if not isinstance(ds, tf.data.Dataset):
+                raise TypeError(f"dataset_fn must return a tf.data.Dataset; got {type(ds).__name__}.")
+            try:
+                tagged = tag_dataset(ds)
+                ds, info = tagged.dataset, tagged.info
+            except Untaggable as exc:
+                info = {"provenance": "content", "provenance_note": f"not tagged ({exc}); ids are the "
+                        "first value of each element"}
+            infos.append(info)
+            graph, spec = serialize_dataset_to_graph(ds), ds.element_spec
+        return deserialize_dataset_from_graph(graph, spec)
 
-    per_worker_dataset = coordinator.create_per_worker_dataset(per_worker_dataset_fn)
-    per_worker_iterator = iter(per_worker_dataset)
+    return traced_fn
+
+
+def _make_step(strategy: Any, step_fn: Callable[[Any], Any] | None, tagged: bool, variables: list[Any]) -> Any:
+    import tensorflow as tf
 
     @tf.function
     def traced_step(iterator: Any) -> Any:
@@ -217,53 +342,306 @@ def trace_parameter_server(
         worker = tf.distribute.coordinator.experimental_get_current_worker_index()
 
         def replica_fn(b: Any) -> Any:
-            leaf = tf.nest.flatten(b)[0]
-            ids = tf.reshape(leaf, [tf.shape(leaf)[0], -1])[:, 0]
-            result = step_fn(b) if step_fn is not None else tf.constant(0)
+            if tagged:
+                ids, value = b
+            else:
+                leaf = tf.nest.flatten(b)[0]
+                ids, value = tf.reshape(leaf, [tf.shape(leaf)[0], -1])[:, 0], b
+            for v in variables:  # one "update" per closure, on the ps tasks holding v
+                v.assign_add(tf.ones(v.shape, v.dtype))
+            result = step_fn(value) if step_fn is not None else tf.constant(0)
             return ids, result
 
         ids, result = strategy.run(replica_fn, args=(batch,))
         return ids, result, worker
 
-    remotes = [coordinator.schedule(traced_step, args=(per_worker_iterator,)) for _ in range(steps)]
-    errors: list[str] = []
-    try:
-        coordinator.join()
-    except Exception as exc:  # e.g. OutOfRangeError when a worker's data ran out
-        errors.append(f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}")
-    rec = Recorder(worker=-1)  # rows come from every worker: each step names its own
-    step_workers: list[int] = []
-    for step, rv in enumerate(remotes):
+    return traced_step
+
+
+# -- waiting, bounded ---------------------------------------------------------------------------
+def _wait(coordinator: Any, timeout: float) -> tuple[str, list[str]]:
+    """``coordinator.join()`` in a thread, at most ``timeout`` s: returns (stopped, errors).
+
+    ``stopped`` is ``"done"``, ``"error"`` (join raised TF's first closure
+    error; TF then cancels what had not run) or ``"timeout"`` (join is left
+    waiting in its daemon thread).
+    """
+    box: dict[str, BaseException] = {}
+
+    def join() -> None:
         try:
-            ids, result, worker = rv.fetch()
-        except Exception as exc:
-            errors.append(f"step {step}: {type(exc).__name__}")
-            step_workers.append(-1)
-            continue
-        w = int(np.asarray(worker))
-        step_workers.append(w)
-        ids = np.asarray(ids).reshape(-1)
-        known = ids.astype(np.int64) if np.issubdtype(ids.dtype, np.integer) else np.full(len(ids), -1, np.int64)
-        rec.add(step, 0, ids=known, worker=w, device=f"/job:worker/replica:0/task:{w}/device:CPU:0",
-                shape=str([len(ids)]), dtype=str(ids.dtype),
-                result=json.dumps(_jsonable(result)) if step_fn is not None else "")
-    meta = {
+            coordinator.join()
+        except BaseException as exc:  # TF raises the first closure error here
+            box["error"] = exc
+
+    thread = threading.Thread(target=join, name="vizdist-ps-join", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        return "timeout", []
+    if "error" in box:
+        return "error", [_error_text(box["error"], None)]
+    return "done", []
+
+
+def _run_closures(coordinator: Any, step: Any, iterator: Any, *, steps: int, timeout: float,
+                  pause_after: int | None, on_pause: Callable[[], Any] | None,
+                  t0: int) -> tuple[list[Any], str, list[str], list[dict[str, Any]]]:
+    """Schedule ``steps`` closures (in two waves around ``on_pause``); wait for them, bounded."""
+    end = time.monotonic() + timeout
+    first = min(steps, pause_after) if pause_after is not None and on_pause is not None else steps
+    remotes = [coordinator.schedule(step, args=(iterator,)) for _ in range(first)]
+    stopped, errors = _wait(coordinator, max(0.1, end - time.monotonic()))
+    interventions: list[dict[str, Any]] = []
+    if first < steps and stopped == "done" and on_pause is not None:
+        note = on_pause()
+        interventions.append({**dict(note or {}), "after_closures": first, "t_ns": time.perf_counter_ns() - t0})
+        remotes += [coordinator.schedule(step, args=(iterator,)) for _ in range(steps - first)]
+        stopped, errors = _wait(coordinator, max(0.1, end - time.monotonic()))
+    return remotes, stopped, errors, interventions
+
+
+# -- what came back -----------------------------------------------------------------------------
+def _status(rv: Any) -> str:
+    return str(getattr(getattr(rv, "_status", None), "name", "UNKNOWN"))
+
+
+def _fetch(rv: Any, stopped: str) -> tuple[str, Any, str]:
+    """(status, values, error) of one RemoteValue, without blocking on one that is not ready."""
+    status = _status(rv)
+    if status == "NOT_READY" or (status == "UNKNOWN" and stopped != "done"):
+        return "pending", None, ""
+    try:
+        return "done", rv.fetch(), ""
+    except Exception as exc:  # the closure's own error, or CancelledError after another failed
+        import tensorflow as tf
+
+        return ("cancelled" if isinstance(exc, tf.errors.CancelledError) else "failed"), None, _error_text(exc)
+
+
+def _attempt_rows(attempts: list[dict[str, Any]], closure: int, now: int) -> list[dict[str, Any]]:
+    return [{"worker": a["worker"], "outcome": a["outcome"], "error": a["error"], "t_start_ns": a["t_start_ns"],
+             "t_end_ns": a["t_end_ns"] if a["t_end_ns"] >= 0 else now, "closure": closure} for a in attempts]
+
+
+def _record_closures(remotes: list[Any], observer: _ClosureObserver, stopped: str, *, tagged: bool,
+                     step_fn: Any, decode: Any) -> tuple[Recorder, list[dict[str, Any]], list[dict[str, Any]]]:
+    import numpy as np
+
+    rec = Recorder(worker=-1, decode=decode)  # rows come from every worker: each closure names its own
+    closures, events = [], []
+    now = time.perf_counter_ns() - observer.t0
+    for i, rv in enumerate(remotes):
+        status, values, error = _fetch(rv, stopped)
+        attempts = _attempt_rows(observer.of(rv), i, now)
+        worker, result = -1, None
+        if values is not None:
+            ids, result, w = values
+            worker = int(np.asarray(w))
+            ids = np.asarray(ids).reshape(-1)
+            kw = {"tags": ids.astype(np.int64)} if tagged else {
+                "ids": ids.astype(np.int64) if np.issubdtype(ids.dtype, np.integer) else np.full(len(ids), -1)}
+            rec.add(i, 0, worker=worker, device=f"/job:worker/replica:0/task:{worker}/device:CPU:0",
+                    shape=str([len(ids)]), dtype=str(ids.dtype),
+                    result=json.dumps(_jsonable(result)) if step_fn is not None else "", **kw)
+        closures.append({"closure": i, "worker": worker, "status": status, "error": error,
+                         "result": _jsonable(result) if step_fn is not None and values is not None else None,
+                         "attempts": [{k: v for k, v in a.items() if k != "closure"} for a in attempts]})
+        events.extend({"lane": f"worker {a['worker']}", "stage": "closure", "step": i, "worker": a["worker"],
+                       "replica": 0, "t_start_ns": a["t_start_ns"], "t_end_ns": a["t_end_ns"],
+                       "elements": "", "outcome": a["outcome"]} for a in attempts)
+    return rec, closures, events
+
+
+def _per_worker_values(per_worker_iterator: Any) -> list[dict[str, Any]]:
+    values = getattr(per_worker_iterator, "_values", ()) or ()
+    return [{"worker": w, "type": type(v).__name__, "status": _status(v).lower()} for w, v in enumerate(values)]
+
+
+def _check_args(strategy: Any, steps: Any, timeout: Any) -> None:
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be an int >= 1; got {steps!r}.")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
+        raise ValueError(f"timeout must be a positive number of seconds; got {timeout!r}.")
+    if "ParameterServer" not in type(strategy).__name__:
+        raise TypeError(
+            f"trace_parameter_server needs a ParameterServerStrategy; got {type(strategy).__name__}. "
+            "For MultiWorkerMirroredStrategy use vizdist.trace_distribution in every worker."
+        )
+
+
+def trace_parameter_server(
+    strategy: Any,
+    dataset_fn: Callable[[Any], Any],
+    *,
+    steps: int = 8,
+    step_fn: Callable[[Any], Any] | None = None,
+    coordinator: Any = None,
+    variables: Mapping[str, Any] | None = None,
+    timeout: float = 120.0,
+    pause_after: int | None = None,
+    on_pause: Callable[[], Mapping[str, Any] | None] | None = None,
+) -> Trace:
+    """Schedule ``steps`` closures on a ParameterServerStrategy and record who ran what.
+
+    Args:
+        strategy: a ``tf.distribute.ParameterServerStrategy`` (in the coordinator).
+        dataset_fn: ``input_context -> tf.data.Dataset`` of batches, given to
+            ``strategy.distribute_datasets_from_function`` inside
+            ``coordinator.create_per_worker_dataset``. Make it infinite
+            (``repeat()``) or give at least ``steps`` batches per worker.
+        steps: number of closures (step functions) to schedule.
+        step_fn: optional ``batch -> tensor`` run by ``strategy.run`` in each
+            closure; what ``fetch()`` returns for it goes into ``batches.result``
+            and ``meta["closures"][i]["result"]``.
+        coordinator: an existing ``ClusterCoordinator`` (one is made if None).
+        variables: name -> variable (made in ``strategy.scope()``): each
+            closure adds 1 to every element (a stand-in for an optimizer
+            update: real reads and writes on the ps tasks that hold them);
+            ``meta["variables"]`` lists their shards (:func:`variable_shards`)
+            with ``updates``, how often each shard was updated (read back
+            after the run; -1 and ``read_error`` when it could not be read).
+        timeout: seconds to wait for the closures. Past it, vizdist stops
+            waiting and returns what finished (``meta["stopped"] == "timeout"``,
+            ``meta["partial"]``); TF's own wait (``join``) is left in a thread.
+        pause_after: schedule this many closures, wait for them, call
+            ``on_pause()`` (to stop a task, say), then schedule the rest; a
+            mapping it returns is kept in ``meta["interventions"]``.
+        on_pause: see ``pause_after``.
+
+    Returns:
+        A trace: one ``elements`` row per element a closure consumed (``step``
+        is the schedule order, ``worker`` the worker whose run counted,
+        ``replica`` 0), one ``batches`` row per finished closure, one
+        ``events`` row (stage ``closure``, column ``outcome``) per attempt;
+        ``meta["closures"]`` holds each closure's status, result, error and
+        attempts, ``meta["step_workers"]`` its worker (-1: none).
+
+    Example:
+        >>> trace = trace_parameter_server(strategy, dataset_fn, steps=4)   # doctest: +SKIP
+    """
+    import tensorflow as tf
+
+    _check_args(strategy, steps, timeout)
+    if coordinator is None:
+        coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    per_worker_dataset, per_worker_iterator, info, contexts = _per_worker_input(coordinator, strategy, dataset_fn)
+    tagged = info.get("provenance") != "content"
+    t0 = time.perf_counter_ns()
+    observer = _ClosureObserver(coordinator, t0)
+    observer.install()
+    try:
+        step = _make_step(strategy, step_fn, tagged, list((variables or {}).values()))
+        remotes, stopped, errors, interventions = _run_closures(
+            coordinator, step, per_worker_iterator, steps=steps, timeout=float(timeout),
+            pause_after=pause_after, on_pause=on_pause, t0=t0)
+    finally:
+        observer.remove()
+    from vizdist.instrument.tagging import decode_tags
+
+    decode = (lambda t: decode_tags(t, info)) if tagged else None
+    rec, closures, events = _record_closures(remotes, observer, stopped, tagged=tagged, step_fn=step_fn,
+                                             decode=decode)
+    meta = _meta(strategy, closures, info, contexts, errors, stopped, timeout, observer)
+    meta.update(per_worker_values={"dataset": type(per_worker_dataset).__name__,
+                                   "iterator": type(per_worker_iterator).__name__,
+                                   "values": _per_worker_values(per_worker_iterator)},
+                remote_values={"per_worker_dataset": type(per_worker_dataset).__name__,
+                               "per_worker_iterator": type(per_worker_iterator).__name__,
+                               "schedule() returns": type(remotes[0]).__name__ if remotes else ""},
+                interventions=interventions)
+    if variables:
+        meta["variables"] = _with_updates(variable_shards(variables), _read_updates(variables))
+    elements, batches = rec.tables()
+    import pandas as pd
+
+    return Trace(elements=elements, batches=batches, events=pd.DataFrame(events), meta=meta)
+
+
+def _per_worker_input(coordinator: Any, strategy: Any,
+                      dataset_fn: Callable[[Any], Any]) -> tuple[Any, Any, dict[str, Any], list[dict[str, Any]]]:
+    """``create_per_worker_dataset`` over the tagged ``dataset_fn``, and ``iter`` of it."""
+    import tensorflow as tf
+
+    contexts: list[dict[str, Any]] = []
+    infos: list[dict[str, Any]] = []
+    traced_fn = _tagging_dataset_fn(dataset_fn, contexts, infos)
+    try:
+        per_worker_dataset = coordinator.create_per_worker_dataset(
+            lambda: strategy.distribute_datasets_from_function(traced_fn))
+        per_worker_iterator = iter(per_worker_dataset)
+    except (TypeError, ValueError, tf.errors.OpError) as exc:
+        raise TracingError(f"ClusterCoordinator.create_per_worker_dataset failed: {_error_text(exc)}") from exc
+    return per_worker_dataset, per_worker_iterator, (infos[0] if infos else {"provenance": "content"}), contexts
+
+
+def _with_updates(shards: list[dict[str, Any]], updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    by = {(u["variable"], u["shard"]): u for u in updates}
+    for row in shards:
+        u = by.get((row["variable"], row["shard"]), {"updates": -1, "error": "not read (timed out)"})
+        row.update(updates=u["updates"], read_error=u["error"])
+    return shards
+
+
+def _read_updates(variables: Mapping[str, Any], timeout: float = 30.0) -> list[dict[str, Any]]:
+    """How many times each shard was updated (its first element; every element moves together)."""
+    import numpy as np
+
+    rows: list[dict[str, Any]] = []
+
+    def read() -> None:
+        for name, var in variables.items():
+            for i, shard in enumerate(getattr(var, "variables", [var])):
+                try:
+                    value = np.asarray(shard.read_value()).reshape(-1)
+                    rows.append({"variable": name, "shard": i, "updates": int(value[0]) if value.size else 0,
+                                 "error": ""})
+                except Exception as exc:  # a lost ps: TF's UnavailableError
+                    rows.append({"variable": name, "shard": i, "updates": -1, "error": _error_text(exc)})
+
+    thread = threading.Thread(target=read, name="vizdist-ps-read", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return list(rows)
+
+
+def _meta(strategy: Any, closures: list[dict[str, Any]], info: Mapping[str, Any],
+          contexts: list[dict[str, Any]], errors: list[str], stopped: str, timeout: float,
+          observer: _ClosureObserver) -> dict[str, Any]:
+    import tensorflow as tf
+
+    ext = strategy.extended
+    meta: dict[str, Any] = {
         "kind": "parameter_server",
         "strategy": strategy_name(strategy),
         "api": "ClusterCoordinator.create_per_worker_dataset",
-        "num_workers": int(strategy.extended._num_workers) if hasattr(strategy.extended, "_num_workers") else None,
-        "num_ps": int(strategy.extended._num_ps) if hasattr(strategy.extended, "_num_ps") else None,
-        "steps_scheduled": steps,
-        "step_workers": step_workers,
-        "provenance": "content",
-        "remote_values": {"per_worker_dataset": type(per_worker_dataset).__name__,
-                          "per_worker_iterator": type(per_worker_iterator).__name__,
-                          "schedule() returns": type(remotes[0]).__name__ if remotes else ""},
+        "num_workers": int(ext._num_workers) if hasattr(ext, "_num_workers") else None,
+        "num_ps": int(ext._num_ps) if hasattr(ext, "_num_ps") else None,
+        "steps_scheduled": len(closures),
+        "steps_run": sum(c["status"] == "done" for c in closures),
+        "step_workers": [c["worker"] for c in closures],
+        "closures": closures,
+        "attempts_recorded": observer.ok,
+        "provenance": str(info.get("provenance", "content")),
+        "input_contexts": contexts,
+        "pipeline": list(info.get("pipeline") or []),
         "errors": errors,
+        "stopped": stopped,
+        "timeout_s": float(timeout),
         "tf_version": tf.__version__,
+        "timing": {"clock": "time.perf_counter_ns() in the coordinator, from the first schedule()",
+                   "notes": ["closure spans run from a coordinator worker thread taking the closure to its "
+                             "result arriving (or its failure being handled); they include the RPC to the worker"]},
     }
-    elements, batches = rec.tables()
-    return Trace(elements=elements, batches=batches, meta=meta)
+    notes = list(info.get("provenance_notes") or []) + ([info["provenance_note"]] if "provenance_note" in info else [])
+    if notes:
+        meta["provenance_note"] = "; ".join(notes)
+    if stopped != "done":
+        meta["partial"] = True
+    if not observer.ok:
+        meta["note"] = ("this TensorFlow's ClusterCoordinator has no per-worker closure threads vizdist knows, "
+                        "so attempts (re-runs after a lost worker) were not recorded; results are.")
+    return meta
 
 
 def record_parameter_server(
@@ -274,29 +652,49 @@ def record_parameter_server(
     partitioners: Mapping[str, Mapping[str, Any] | Any] | None = None,
     variable_shape: Sequence[int] = (8, 4),
     step_fn: Callable[[Any], Any] | None = None,
+    lose: str | None = None,
+    lose_after: int = 2,
+    update_variables: bool = True,
+    timeout: float | None = None,
 ) -> Trace:
     """A ``LocalCluster.run`` callable for a parameter-server cluster (runs in the chief).
 
     Creates one variable of ``variable_shape`` per partitioner (real TF
     partitioners through :class:`PartitionerSwitch`), records where its
     shards live (``meta["variables"]``), then traces ``steps`` scheduled
-    steps with :func:`trace_parameter_server`.
+    closures with :func:`trace_parameter_server`, each updating every variable.
 
     Args:
         ctx: the :class:`~vizdist.instrument.cluster.WorkerContext` the cluster passes.
         dataset_fn: ``input_context -> tf.data.Dataset`` (see :func:`trace_parameter_server`).
-        steps: steps to schedule.
+        steps: closures to schedule.
         partitioners: partitioner name -> constructor kwargs (or a partitioner
-            object); default :data:`PARTITIONERS`.
+            object); default :data:`PARTITIONERS`; ``{}`` for none.
         variable_shape: shape of each variable.
         step_fn: optional per-replica step (see :func:`trace_parameter_server`).
+        lose: a task to kill part-way (``"worker-1"``, ``"ps-0"``), as a crash
+            or preemption would (:meth:`WorkerContext.stop_task`).
+        lose_after: schedule this many closures, wait for them, kill
+            ``lose``, then schedule the rest (so the demo repeats; TF handles
+            a task lost in the middle of a closure the same way).
+        update_variables: each closure adds 1 to every variable (real writes
+            on every ps holding a shard); ``meta["variables"][i]["updates"]``
+            is how many times that shard was updated (-1: unreadable).
+        timeout: seconds to wait for the closures; default: until 15 s before
+            the cluster's own ``timeout``.
 
     Example:
         >>> with LocalCluster(workers=2, ps=2) as c:                       # doctest: +SKIP
-        ...     t = c.run(record_parameter_server, dataset_fn, steps=6)
+        ...     t = c.run(record_parameter_server, dataset_fn, steps=6, lose="worker-1")
     """
     import tensorflow as tf
 
+    if lose is not None and not re.fullmatch(r"(worker|ps)-\d+", str(lose)):
+        raise ValueError(f"lose must name a worker or ps task such as 'worker-1' or 'ps-0'; got {lose!r}.")
+    if lose is not None and (isinstance(lose_after, bool) or not isinstance(lose_after, int)
+                             or not 0 <= lose_after < steps):
+        raise ValueError(f"lose_after must be an int from 0 to steps - 1 = {steps - 1} (closures to finish "
+                         f"before {lose} is killed); got {lose_after!r}.")
     switch = PartitionerSwitch()
     strategy = ctx.parameter_server_strategy(variable_partitioner=switch)
     specs = dict(PARTITIONERS if partitioners is None else partitioners)
@@ -309,8 +707,20 @@ def record_parameter_server(
                 variables[name] = tf.Variable(tf.zeros(list(variable_shape)), name=name)
             labels[name] = label
     shards = variable_shards(variables, partitioners=labels)
-    trace = trace_parameter_server(strategy, dataset_fn, steps=steps, step_fn=step_fn)
+
+    def stop() -> dict[str, Any]:
+        try:
+            return {"stopped_task": lose, **ctx.stop_task(lose)}
+        except TimeoutError as exc:
+            return {"stopped_task": lose, "error": str(exc)}
+
+    wait = timeout if timeout is not None else max(10.0, min(600.0, ctx.time_left() - _MARGIN_S))
+    trace = trace_parameter_server(strategy, dataset_fn, steps=steps, step_fn=step_fn, timeout=wait,
+                                   variables=variables if update_variables else None,
+                                   pause_after=lose_after if lose else None, on_pause=stop if lose else None)
     meta = dict(trace.meta)
-    meta["variables"] = shards
+    for row in meta.get("variables") or shards:
+        row["partitioner"] = labels.get(row["variable"], "")
+    meta["variables"] = meta.get("variables") or shards
     meta["variable_shape"] = list(variable_shape)
     return Trace(elements=trace.elements, batches=trace.batches, events=trace.events, meta=meta)

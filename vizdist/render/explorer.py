@@ -122,11 +122,15 @@ class Explorer(widgets.VBox):  # type: ignore[misc]
                       if cell.get("result") else "")
             if rep.get("input_device") and rep["input_device"] != rep["device"]:
                 result += f"<br><small>input reported on {escape(rep['input_device'])}</small>"
+            if cell.get("workers"):
+                made = ", ".join(str(w) for w in cell["workers"])
+                result += f"<br><small>made by service worker{'s' if len(cell['workers']) > 1 else ''} {made}</small>"
+            where = escape(rep["device"]) + ("" if rep.get("worker") is None else f" · worker {rep['worker']}")
             card.value = (
                 f'<div class="vizdist-card" data-step="{step}" data-replica="{rep["id"]}" '
                 f'style="border:2px solid {border};border-radius:6px;padding:6px 8px;margin:3px;'
                 f'min-width:130px;font-family:monospace;font-size:12px">'
-                f'<b>replica {rep["id"]}</b><br><small>{escape(rep["device"])} · worker {rep["worker"]}</small>'
+                f'<b>replica {rep["id"]}</b><br><small>{where}</small>'
                 f'<br>{cell.get("n", len(cell["labels"]))} element(s)<br>{cell_html(cell)}{result}</div>'
             )
         self.findings.value = findings_html(self._findings, step=step)
@@ -134,7 +138,7 @@ class Explorer(widgets.VBox):  # type: ignore[misc]
     # -- static fallback ---------------------------------------------------
     def static_html(self) -> str:
         """The whole split and all findings as escaped HTML (what GitHub shows)."""
-        return (self._header_html() + split_html(self._static_layout) + "<b>Findings</b>"
+        return (self._header_html() + split_html(self._static_layout, title=False) + "<b>Findings</b>"
                 + findings_html(self._findings))
 
     def __repr__(self) -> str:

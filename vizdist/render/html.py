@@ -17,6 +17,7 @@ _STYLE = (
     "border-collapse:collapse;font-family:monospace;font-size:12px"
 )
 _TD = "border:1px solid #ccc;padding:3px 6px;vertical-align:top"
+_MARK = "background:#ffe08a;outline:2px solid #c80;"  # a cell that changed since the last run
 
 
 def _ids_text(labels: list[str], limit: int = 12) -> str:
@@ -35,8 +36,11 @@ def cell_html(cell: dict[str, Any]) -> str:
     return text
 
 
-def split_html(layout: dict[str, Any], *, step: int | None = None) -> str:
-    """A steps × replicas table; ``step`` highlights one row.
+def split_html(layout: dict[str, Any], *, step: int | None = None, title: bool = True,
+               marked: set[tuple[int, int]] | frozenset[tuple[int, int]] = frozenset()) -> str:
+    """A steps × replicas table; ``step`` highlights one row, ``marked`` (step, replica) cells.
+
+    ``title=False`` leaves the layout's title out (for views that show it above the table).
 
     Example:
         >>> lay = {"title": "t", "steps": [0], "total_steps": 1,
@@ -52,13 +56,16 @@ def split_html(layout: dict[str, Any], *, step: int | None = None) -> str:
     rows = []
     for s, cells in zip(layout["steps"], layout["cells"], strict=False):
         bg = "background:#fff3c4;" if step == s else ""
-        tds = "".join(f'<td style="{_TD};{bg}">{cell_html(c)}</td>' for c in cells)
+        tds = "".join(f'<td style="{_TD};{bg}{_MARK if (s, r["id"]) in marked else ""}"'
+                      f'{" data-changed=1" if (s, r["id"]) in marked else ""}>{cell_html(c)}</td>'
+                      for r, c in zip(layout["replicas"], cells, strict=False))
         rows.append(f'<tr><th style="{_TD};{bg}">step {s}</th>{tds}</tr>')
     more = ""
     if layout["total_steps"] > len(layout["steps"]):
         more = f'<p><small>first {len(layout["steps"])} of {layout["total_steps"]} steps shown</small></p>'
+    head_title = f"<b>{escape(layout['title'])}</b>" if title else ""
     return (
-        f'<div class="vizdist-split"><b>{escape(layout["title"])}</b>'
+        f'<div class="vizdist-split">{head_title}'
         f'<table style="{_STYLE}"><tr><th style="{_TD}"></th>{head}</tr>{"".join(rows)}</table>{more}</div>'
     )
 

@@ -50,6 +50,10 @@ def element_label(source_id: int, source: int, source_file: str, source_line: in
 def split_layout(trace: Trace, *, max_steps: int | None = None) -> dict[str, Any]:
     """Plain-JSON description of who got what, step by step.
 
+    Each replica has its device and its worker (the process it runs in; ``None`` for a tf.data service
+    trace, whose replicas are in the consumer); each cell its ids, labels and, for a service trace, the
+    service ``workers`` that made its elements.
+
     Example:
         >>> t = Trace.from_records(
         ...     elements=[dict(step=0, replica=0, source_id=5, position=0, device="/device:CPU:0")],
@@ -80,7 +84,8 @@ def split_layout(trace: Trace, *, max_steps: int | None = None) -> dict[str, Any
     cells: dict[tuple[int, int], dict[str, Any]] = {}
     for s in shown:
         for r in replicas:
-            cells[(s, r)] = {"ids": [], "labels": [], "n": 0, "empty": False, "partial": False, "result": ""}
+            cells[(s, r)] = {"ids": [], "labels": [], "n": 0, "empty": False, "partial": False, "result": "",
+                             "workers": []}
     shown_set = set(shown)
     cols = ["step", "replica", "source_id", "source", "source_file", "source_line", "worker"]
     # tf.data service traces: each element may come from a different service worker; name it.
@@ -91,6 +96,8 @@ def split_layout(trace: Trace, *, max_steps: int | None = None) -> dict[str, Any
             c["ids"].append(int(i))
             label = element_label(int(i), int(src), f, int(ln), multi)
             c["labels"].append(f"{label}@w{int(w)}" if by_worker and int(w) >= 0 else label)
+            if by_worker and int(w) >= 0 and int(w) not in c["workers"]:
+                c["workers"].append(int(w))
     for s, r, n, empty, partial, result in zip(*(b[c].tolist() for c in
                                                 ("step", "replica", "n_elements", "empty", "partial", "result")), strict=False):
         if (s, r) in cells:
@@ -105,7 +112,10 @@ def split_layout(trace: Trace, *, max_steps: int | None = None) -> dict[str, Any
         "title": _title(trace),
         "steps": shown,
         "total_steps": len(steps),
-        "replicas": [{"id": r, "device": short_device(device.get(r, "")), "worker": worker.get(r, 0),
+        # A service trace's replicas live in the consumer: "worker" there is who made each element (per
+        # cell, "workers"), not a property of the replica.
+        "replicas": [{"id": r, "device": short_device(device.get(r, "")),
+                      "worker": None if by_worker else worker.get(r, 0),
                       "input_device": short_device(input_device.get(r, ""))}
                      for r in replicas],
         "cells": [[cells[(s, r)] for r in replicas] for s in shown],

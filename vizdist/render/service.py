@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,7 @@ import numpy as np
 from vizdist.render._text import described, plain_figure
 from vizdist.trace import Trace
 
-__all__ = ["coverage_table", "plot_coverage", "plot_streams"]
+__all__ = ["STREAMS_MAX_WIDTH_IN", "coverage_table", "plot_coverage", "plot_streams"]
 
 _WORKER_COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C"]
 _UNKNOWN = "#BBBBBB"
@@ -144,10 +145,70 @@ def plot_coverage(
     return described(plain_figure(fig), f"coverage, {_mode_title(trace.meta)}: worker rows {rows or 'none'}")
 
 
+#: The widest stream figure, in inches: wider figures are scaled down in a notebook and their digits shrink.
+STREAMS_MAX_WIDTH_IN = 9.5
+_LABEL_PT = 8  # element labels: never smaller than this
+_BOX_IN = 0.36  # preferred width of one element's box
+_MIN_BOX_IN = 0.22  # boxes never get narrower: a lane that needs more room is cut, saying how much is left
+_TAIL = 4.0  # room (in boxes) after a lane for "… N more" or "stalled"
+_MERGE_ABOVE = 24  # a lane longer than this draws runs of consecutive ids from one worker as one box
+
+
+@dataclass(frozen=True)
+class _Box:
+    """One box of a lane: ``n`` elements from arrival ``first`` on, drawn at ``x`` with width ``width``."""
+
+    first: int
+    n: int
+    worker: int
+    label: str
+    x: float = 0.0
+    width: float = 1.0
+
+
+def _runs(ids: list[int], workers: list[int], merge: bool) -> list[_Box]:
+    """The boxes of one lane: one per element, or one per run when ``merge``.
+
+    A run is consecutive arrivals from one worker whose ids go up by one.
+
+    Example:
+        >>> [(b.first, b.n, b.label) for b in _runs([0, 1, 2, 0, 5], [0, 0, 0, 1, 1], True)]
+        [(0, 3, '0–2'), (3, 1, '0'), (4, 1, '5')]
+    """
+    out: list[_Box] = []
+    for x, (i, w) in enumerate(zip(ids, workers, strict=True)):
+        last = out[-1] if out else None
+        if merge and last is not None and last.worker == w and i == ids[x - 1] + 1:
+            out[-1] = _Box(last.first, last.n + 1, w, f"{last.label.split('–')[0]}–{i}")
+        else:
+            out.append(_Box(x, 1, w, str(i)))
+    return out
+
+
+def _label_units(label: str) -> float:
+    """Width of ``label`` at the label size, in boxes of :data:`_BOX_IN` inches."""
+    return (len(label) * 0.62 * _LABEL_PT / 72 + 0.06) / _BOX_IN
+
+
+def _place(boxes: list[_Box], budget: float) -> tuple[list[_Box], int]:
+    """Give each box its x and width (a run: wide enough for its label); cut at ``budget`` units.
+
+    Returns the placed boxes and how many elements did not fit.
+    """
+    placed, x = [], 0.0
+    for b in boxes:
+        width = 1.0 if b.n == 1 else max(2.0, min(float(b.n), _label_units(f"{b.label} ({b.n})") + 0.4))
+        if x + width > budget:
+            return placed, sum(c.n for c in boxes) - sum(c.n for c in placed)
+        placed.append(_Box(b.first, b.n, b.worker, b.label if b.n == 1 else f"{b.label} ({b.n})", x, width))
+        x += width
+    return placed, 0
+
+
 def plot_streams(
     trace: Trace,
     *,
-    max_elements: int = 100,
+    max_elements: int = 400,
     title: str | None = None,
     ax: Any = None,
 ) -> Any:
@@ -155,8 +216,14 @@ def plot_streams(
 
     One lane per consumer (per replica when the trace went through a
     strategy); each box is one source element, labelled with its id and
-    coloured by the worker that produced it. A stopped worker and a stalled
-    consumer are marked where they happened.
+    coloured by the worker that produced it. In a long lane, a run of
+    consecutive ids from one worker is one box (``6–199 (194)``), so the
+    arrival axis is then in boxes, not elements. The figure is at most
+    :data:`STREAMS_MAX_WIDTH_IN` inches wide and its labels are never smaller
+    than 8 pt: a lane that does not fit is cut (``… N more``). A stopped
+    worker (dashed line) and a stalled consumer (a bar and ``stalled`` at the
+    lane's end) are marked where they happened and explained in the legend,
+    which sits under the axes.
 
     Args:
         trace: a trace from ``LocalDataService.trace``.
@@ -174,7 +241,6 @@ def plot_streams(
         'arrival order in the stream'
     """
     import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch, Rectangle
 
     _check(trace, "plot_streams")
     e = trace.elements.copy()
@@ -183,47 +249,113 @@ def plot_streams(
     by_replica = bool((e["replica"] >= 0).any())
     lane_col = "replica" if by_replica else "consumer"
     lanes = sorted(int(v) for v in e[lane_col].unique()) or [0]
-    width = min(max_elements, int(e.groupby(lane_col).size().max()) if len(e) else 1)
+    stall = trace.meta.get("stall") or {}
+    stalled = [c for c in stall.get("consumers", []) if not by_replica and c in lanes]
+    budget = (STREAMS_MAX_WIDTH_IN - 2.4) / _MIN_BOX_IN - _TAIL * (2 if stalled else 1)
+    streams = {lane: e[e[lane_col] == lane].sort_values("order", kind="stable") for lane in lanes}
+    merged = any(len(rows) > _MERGE_ABOVE for rows in streams.values())
+    placed = {lane: _place(_runs([int(i) for i in rows["source_id"].head(max_elements)],
+                                 [int(w) for w in rows["worker"].head(max_elements)],
+                                 len(rows) > _MERGE_ABOVE), budget) for lane, rows in streams.items()}
+    span = max([b.x + b.width for boxes, _ in placed.values() for b in boxes] + [1.0])
+    cut = {lane: placed[lane][1] + max(len(streams[lane]) - max_elements, 0) for lane in lanes}
+    right = span + 0.3 + _TAIL * (bool(stalled) + any(cut.values()))
+    title = title or f"{_mode_title(trace.meta)}: what each {lane_col} received"
     if ax is None:
-        fig, ax = plt.subplots(figsize=(min(2 + 0.36 * max(width, 1), 18), 1.4 + 0.6 * len(lanes)))
+        width = max(2.4 + _BOX_IN * right, len(title) * 10 * 0.6 / 72 + 0.8)  # room for the title too
+        fig, ax = plt.subplots(figsize=(min(width, STREAMS_MAX_WIDTH_IN), 1.9 + 0.55 * len(lanes)),
+                               layout="constrained")
         plt.close(fig)
     else:
         fig = ax.figure
-    t_stop = {int(s["worker"]): int(s.get("t_ns", 0)) for s in trace.meta.get("stopped_workers") or []}
-    seen_workers: set[int] = set()
+    seen: set[int] = set()
     for y, lane in enumerate(lanes):
-        rows = e[e[lane_col] == lane].sort_values("order", kind="stable")
-        rows = rows.head(max_elements)
-        for x, (sid, w) in enumerate(zip(rows["source_id"], rows["worker"], strict=True)):
-            seen_workers.add(int(w))
-            ax.add_patch(Rectangle((x, y - 0.4), 0.92, 0.8, color=_worker_color(int(w)), alpha=0.85))
-            ax.text(x + 0.46, y, str(int(sid)), ha="center", va="center", fontsize=7, color="white")
-        hidden = int((e[lane_col] == lane).sum()) - len(rows)
-        if hidden > 0:
-            ax.text(len(rows) + 0.2, y + 0.25, f"... {hidden} more", fontsize=8, va="center", color="#555555")
-        for w, ts in t_stop.items():
-            before = int((rows["t_ns"] < ts).sum()) if "t_ns" in rows.columns else 0
-            ax.axvline(before - 0.04, ymin=0, ymax=1, color="#C44E52", lw=1.5, ls="--")
-            if y == 0:
-                ax.text(before + 0.1, -0.5, f"worker {w} stopped", color="#C44E52", fontsize=8, va="bottom")
-    stall = trace.meta.get("stall")
-    if stall:
-        for c in stall.get("consumers", []):
-            if not by_replica and c in lanes:
-                n = int((e[lane_col] == c).sum())
-                ax.text(min(n, max_elements) + 0.2, lanes.index(c) - 0.15,
-                        f"then stalled ({stall['after_s']} s without an element)",
-                        color="#C44E52", fontsize=8, va="center")
-    ax.set_xlim(-0.2, max(width, 1) + (12 if stall else 3))
-    ax.set_ylim(len(lanes) - 0.5, -1.0 if t_stop else -0.6)
-    ax.set_yticks(range(len(lanes)))
-    ax.set_yticklabels([f"{lane_col} {v}" for v in lanes])
-    ax.set_xlabel("arrival order in the stream")
-    handles = [Patch(color=_worker_color(w), label="worker ?" if w < 0 else f"worker {w}")
-               for w in sorted(seen_workers)]
-    if handles:
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
-    ax.set_title(title or f"{_mode_title(trace.meta)}: what each {lane_col} received", fontsize=10)
-    plain_figure(fig).tight_layout()
+        _draw_lane(ax, y, placed[lane][0], cut[lane], lane in stalled, seen)
+    stops = _draw_stops(ax, trace, streams, placed, lanes)
+    ax.set_xlim(-0.2, right)
+    ax.set_ylim(len(lanes) - 0.5, -1.1 if stops else -0.6)
+    ax.set_yticks(range(len(lanes)), [f"{lane_col} {v}" for v in lanes])
+    if merged:
+        ax.set_xticks([])
+        ax.set_xlabel("arrival order in the stream (one box per run of consecutive ids from one worker)")
+    else:
+        ax.set_xlabel("arrival order in the stream")
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    _streams_legend(ax, seen, stops, stall if stalled else {}, stalled)
+    ax.set_title(title, fontsize=10)
+    if fig.get_layout_engine() is None:
+        plain_figure(fig).tight_layout()
     summary = f"streams, {_mode_title(trace.meta)}: one lane per {lane_col} ({', '.join(map(str, lanes))})"
     return described(plain_figure(fig), summary)
+
+
+def _draw_lane(ax: Any, y: int, boxes: list[_Box], cut: int, stalled: bool, seen: set[int]) -> None:
+    """One lane's boxes (coloured by worker, labelled), what was cut, and a stall mark at its end."""
+    from matplotlib.patches import Rectangle
+
+    for b in boxes:
+        seen.add(b.worker)
+        ax.add_patch(Rectangle((b.x, y - 0.4), b.width - 0.1, 0.8, color=_worker_color(b.worker), alpha=0.85,
+                               linewidth=0))
+        if _label_units(b.label) <= b.width * _BOX_IN / _MIN_BOX_IN:
+            ax.text(b.x + (b.width - 0.1) / 2, y, b.label, ha="center", va="center", fontsize=_LABEL_PT,
+                    color="white")
+    end = boxes[-1].x + boxes[-1].width if boxes else 0.0
+    if cut > 0:
+        ax.text(end + 0.1, y, f"… {cut} more", fontsize=_LABEL_PT, va="center", ha="left", color="#555555")
+        end += _TAIL
+    if stalled:
+        ax.plot([end + 0.1] * 2, [y - 0.45, y + 0.45], color="#C44E52", lw=2.5)
+        ax.text(end + 0.4, y, "stalled", color="#C44E52", fontsize=_LABEL_PT, va="center", ha="left")
+
+
+def _draw_stops(ax: Any, trace: Trace, streams: dict[int, Any], placed: dict[int, tuple[list[_Box], int]],
+                lanes: list[int]) -> list[str]:
+    """A dashed mark in each lane where each stopped worker stopped; their legend labels."""
+    labels = []
+    for s in trace.meta.get("stopped_workers") or []:
+        w, ts = int(s["worker"]), int(s.get("t_ns", 0))
+        for y, lane in enumerate(lanes):
+            rows = streams[lane]
+            k = int((rows["t_ns"] < ts).sum()) if "t_ns" in rows.columns else 0
+            x = _arrival_x(placed[lane][0], k)
+            ax.plot([x - 0.05] * 2, [y - 0.5 - (0.45 if y == 0 else 0), y + 0.5], color="#C44E52", lw=1.5, ls="--")
+            if y == 0:
+                ax.text(x + 0.25, -0.7, f"worker {w} stopped", color="#C44E52", fontsize=_LABEL_PT, va="center",
+                        ha="left")
+        after = s.get("after_elements")
+        labels.append(f"worker {w} stopped" + (f" (after {after} elements)" if after is not None else ""))
+    return labels
+
+
+def _arrival_x(boxes: list[_Box], k: int) -> float:
+    """The x of arrival ``k`` (its left edge) in a lane of placed boxes."""
+    for b in boxes:
+        if b.first <= k < b.first + b.n:
+            return b.x + (k - b.first) / b.n * b.width
+    return boxes[-1].x + boxes[-1].width if boxes else 0.0
+
+
+def _streams_legend(ax: Any, workers: set[int], stops: list[str], stall: dict[str, Any],
+                    stalled: list[int]) -> None:
+    """Worker colours and what the red marks mean, under the axes (never over the lanes)."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles: list[Any] = [Patch(color=_worker_color(w), label="worker ?" if w < 0 else f"worker {w}")
+                          for w in sorted(workers)]
+    handles += [Line2D([], [], color="#C44E52", ls="--", lw=1.5, label=s) for s in stops]
+    if stalled:
+        who = ", ".join(str(c) for c in stalled)
+        handles.append(Line2D([], [], color="#C44E52", lw=2.5, label=f"consumer {who} then stalled "
+                              f"({stall.get('after_s')} s without an element)"))
+    if not handles:
+        return
+    if ax.figure.get_layout_engine() is not None:  # our own figure: a legend row under the axes
+        chars = sum(len(h.get_label()) + 6 for h in handles)
+        one_row = chars * 0.6 * _LABEL_PT / 72 < ax.figure.get_size_inches()[0] - 0.3
+        ax.figure.legend(handles=handles, loc="outside lower left", ncols=len(handles) if one_row else 2,
+                         fontsize=_LABEL_PT, frameon=False, handlelength=1.5)
+    else:  # the caller's axes: beside them
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=_LABEL_PT, frameon=False)

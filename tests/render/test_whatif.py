@@ -1,0 +1,52 @@
+"""The WhatIf widget's own behaviour, on plain traces (no TensorFlow here: the real runs are in
+tests/instrument/test_whatif.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from vizdist.render.whatif import Knob, WhatIf
+from vizdist.trace import Trace
+
+
+def _split(n_replicas: int, n: int = 4) -> Trace:
+    return Trace.from_records(elements=[dict(step=i // n_replicas, replica=i % n_replicas, source_id=i)
+                                        for i in range(n)])
+
+
+def test_knobs_are_checked_when_made():
+    with pytest.raises(ValueError, match="kind must be one of"):
+        Knob("k", "k", "float", 1.0)
+    with pytest.raises(ValueError, match=r"options=\(min, max\)"):
+        Knob("k", "k", "int", 5, options=(1, 3))
+    with pytest.raises(ValueError, match="is not one of"):
+        Knob("k", "k", "choice", "x", options=("a", "b"))
+
+
+def test_every_move_reruns_with_every_knob_and_marks_what_moved():
+    calls = []
+
+    def run(*, replicas: int, tag: str) -> Trace:
+        calls.append((replicas, tag))
+        return _split(replicas)
+
+    w = WhatIf(run, [Knob("replicas", "replicas", "int", 2, options=(1, 4)),
+                     Knob("tag", "<tag>", "choice", "a", options=("a", "b"))], title="<t>")
+    w.controls["replicas"].value = 4
+    w.controls["tag"].value = "b"
+    assert calls == [(2, "a"), (4, "a"), (4, "b")] and w.runs == 3
+    assert w.last_diff is not None and w.last_diff.unchanged  # same trace twice: nothing marked
+    assert "data-changed" not in w.picture.value and "nothing moved" in w.picture.value
+    assert "&lt;tag&gt; b" in w.picture.value and "<tag>" not in w.picture.value
+    assert "&lt;t&gt;" in w.static_html() and "replicas 2" in repr(w).splitlines()[1]  # static: the first run
+
+
+def test_a_failing_first_run_is_shown_not_raised():
+    def run(*, n: int) -> Trace:
+        raise ValueError("TF says <no>")
+
+    w = WhatIf(run, [Knob("n", "n", "int", 1, options=(1, 2))], title="t")
+    assert w.trace is None and "TF says <no>" in w.error and "&lt;no&gt;" in w.status.value
+    assert "the first run failed" in repr(w) and "&lt;no&gt;" in w.static_html()
+    w2 = WhatIf(lambda *, n: "not a trace", [Knob("n", "n", "int", 1, options=(1, 2))], title="t")
+    assert "not a vizdist.Trace" in w2.error
