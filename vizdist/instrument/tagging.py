@@ -26,8 +26,13 @@ Tag layout (one int64, ``source << 56 | local``): the low ``id_bits`` of ``local
 above them, per source, ``parts`` (the position of an output inside the dataset a
 ``flat_map``/``interleave`` function returned, decoded as ``source_line``) and one field per
 ``repeat`` holding the epoch (which repetition; ``scan`` over the position after ``repeat``, exact
-whenever one pass has a known length). ``info["sources"]`` records the layout;
+whenever one pass has a known length), and, through a tf.data service read, ``service_worker``
+(the worker's id + 1, read on the worker; 0: unknown). ``info["sources"]`` records the layout;
 :func:`decode_tags` reads it back with numpy.
+
+A read from the tf.data service (``distribute``, ``from_dataset_id``) keeps the real id too: the
+dataset it serves (recorded by :mod:`vizdist.instrument.service.registry`) is tagged, registered with
+the same dispatcher and read with the same arguments (:mod:`vizdist.instrument.service.own`).
 
 Every transformation of the ``tf.data.Dataset`` API keeps the real id
 (see the README's generated table and ``tests/instrument/test_transformations.py``), except:
@@ -612,14 +617,12 @@ class _Builder:
         self.services.append(entry)
         if read is None or read.registration is None:
             return self._service_positional(ds, entry, service_own.NOT_SEEN)
-        first, saved = len(self.sources), (len(self.ops), len(self.ambiguities), len(self.positional), dict(self.flags))
+        mark = self._mark()
         up = self.build(read.registration.dataset)
-        srcs = self.sources[first:]
-        enumerated = sorted({str(s.get("kind")) for s in srcs if s.get("id_is") == "index" and s.get("kind") != "slices"})
+        srcs = self.sources[mark[0]:]
+        enumerated = sorted({str(s["kind"]) for s in srcs if s.get("id_is") == "index" and s["kind"] != "slices"})
         if entry["sharding_policy"] == "DYNAMIC" and enumerated:
-            del self.sources[first:], self.ops[saved[0]:], self.ambiguities[saved[1]:], self.positional[saved[2]:]
-            self.flags.clear()
-            self.flags.update(saved[3])
+            self._undo(mark)
             return self._service_positional(ds, entry, service_own.dynamic_note(enumerated))
         where = service_own.worker_field(entry, max((_used_bits(s) for s in srcs), default=0), SOURCE_SHIFT)
         if where is not None and srcs:
@@ -628,6 +631,16 @@ class _Builder:
             up = service_own.stamp_worker(up, where)
         self.ops.append(f"tf.data service ({entry['processing_mode'] or 'ShardingPolicy.' + entry['sharding_policy']})")
         return service_own.reread(read, up, entry)
+
+    def _mark(self) -> tuple[Any, ...]:
+        """Where the builder stands (to :meth:`_undo` a sub-build)."""
+        return len(self.sources), len(self.ops), len(self.ambiguities), len(self.positional), dict(self.flags)
+
+    def _undo(self, mark: tuple[Any, ...]) -> None:
+        n_src, n_ops, n_amb, n_pos, flags = mark
+        del self.sources[n_src:], self.ops[n_ops:], self.ambiguities[n_amb:], self.positional[n_pos:]
+        self.flags.clear()
+        self.flags.update(flags)
 
     def _service_positional(self, ds: Any, entry: dict[str, Any], why: str) -> tf.data.Dataset:
         entry["note"] = why
