@@ -73,7 +73,11 @@ class LocalDataService:
         isolate: (default) run the dispatcher, the workers and the consumer
             in one private network namespace with only loopback, so no other
             machine (nor this one) can connect to the servers; ``False`` lets
-            them listen on every interface as TensorFlow does.
+            them listen on every interface as TensorFlow does. Your own
+            pipeline in this process (``distribute(..., service.target)``)
+            needs ``False``: an isolated dispatcher is refused with an error
+            (TensorFlow would wait for it forever). ``vizdist.trace_distribution``
+            then traces that pipeline with real ids and the worker of each element.
         max_workers: refuse more worker processes than this (default: 4 per
             core, at least 8); raise it to start more on purpose.
 
