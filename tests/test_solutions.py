@@ -87,7 +87,7 @@ def _printed(cell) -> str:
 
 def test_every_exercise_has_a_solution():
     names = {p.stem for p in SOLUTIONS}
-    assert {"00_tour", "01_batch_splitting", "02_input_context"} <= names
+    assert {"00_tour", "01_batch_splitting", "02_input_context", "09_from_tf1_to_tf2"} <= names
 
 
 @pytest.mark.slow

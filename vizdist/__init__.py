@@ -39,6 +39,8 @@ _LAZY = {
     "virtual_devices": "vizdist.instrument.devices",
     "trace_distribution": "vizdist.instrument.distribution",
     "watch": "vizdist.instrument.distribution",
+    "trace_tf1": "vizdist.instrument.legacy",
+    "run_in_graph_mode": "vizdist.instrument.legacy",
     "LocalCluster": "vizdist.instrument.cluster",
     "record_worker_shard": "vizdist.instrument.shards",
     "compare_shard_policies": "vizdist.instrument.sharding",
@@ -81,6 +83,12 @@ _LAZY = {
     "trace_loss_scaling": "vizdist.instrument.reduction",
     "show_reduction": "vizdist.render.reduction",
     "loss_table": "vizdist.render.reduction",
+    # cluster topology (issue 12): vizdist.topology is the analysis function, looked up through the
+    # renderer so that importing it registers the drawing a Topology shows in Jupyter
+    "topology": "vizdist.render.topology",
+    "Topology": "vizdist.analysis.topology",
+    "plot_topology": "vizdist.render.topology",
+    "show_topology": "vizdist.render.topology",
 }
 
 __all__ = ["__version__", "diagnose", *_LAZY]

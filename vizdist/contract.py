@@ -15,8 +15,8 @@ their own); nothing in vizdist's checks or views relies on them.
 Kinds (``meta["kind"]``) and who writes them:
 
 ``distribution``
-    ``trace_distribution`` / ``watch``: one process, one ``tf.distribute``
-    strategy (:class:`DistributionMeta`).
+    ``trace_distribution`` / ``watch`` / ``trace_tf1``: one process, one
+    ``tf.distribute`` (or ``tf.compat.v1.distribute``) strategy (:class:`DistributionMeta`).
 ``multi_worker``
     ``distribution`` traces of several worker processes merged into one
     (``load_trace(folder)``, ``LocalCluster.run``); the per-process metas stay
@@ -36,7 +36,8 @@ Keys of every kind (:class:`CommonMeta`):
 - ``strategy`` (str): the strategy's class name (``"tf.data service"`` when
   a service trace ran without one).
 - ``api`` (str): the TF API that fed the data, e.g.
-  ``"experimental_distribute_dataset"``.
+  ``"experimental_distribute_dataset"`` (TF1: ``"make_dataset_iterator"``,
+  ``"make_input_fn_iterator"``).
 - ``num_replicas`` (int): replicas in sync (all workers).
 - ``num_workers`` (int or null): worker processes (service: service workers).
 - ``devices`` (list of str): the replicas' devices, in replica order.
@@ -57,6 +58,16 @@ Keys of every kind (:class:`CommonMeta`):
 - ``timing`` (dict, :class:`TimingMeta`): the clock of the ``events`` table.
 - ``skipped`` (list of dict): files ``load_trace(folder)`` did not merge,
   each ``{"path": str, "reason": str}``.
+- ``network`` (dict, :class:`NetworkMeta`): where the run's TensorFlow servers
+  were: ``addresses`` (dict: job -> list of the ``host:port`` each task
+  advertised, as in the cluster spec; ``dispatcher`` / ``data_worker`` for a
+  tf.data service), ``listening`` (dict: ``"<job>:<index>"`` -> list of the
+  addresses that process really listened on, read from ``/proc``),
+  ``connections`` (dict: ``"<job>:<index>"``, or a job for all its tasks ->
+  list of the ``host:port`` that process had opened connections to),
+  ``isolated`` (bool: inside vizdist's private network namespace),
+  ``resolver`` (str: where the task came from, a resolver's class or
+  ``TF_CONFIG``), ``rpc_layer`` (str). Read by ``vizdist.topology``.
 - ``lost_tasks`` (list of :class:`LostTask`): parameter-server cluster tasks
   (workers, ps) that died while the run went on, written by ``LocalCluster``:
   ``task`` (``"worker-1"``), ``how`` (stopped on request, killed by a
@@ -65,7 +76,10 @@ Keys of every kind (:class:`CommonMeta`):
 ``distribution`` / ``multi_worker`` keys (:class:`DistributionMeta`):
 
 - ``host`` (str), ``gpus`` (int): where it ran.
-- ``iteration`` (str): ``"for"``, ``"get_next"`` or ``"get_next_as_optional"``.
+- ``iteration`` (str): ``"for"``, ``"get_next"`` or ``"get_next_as_optional"``
+  (:func:`vizdist.trace_tf1`: ``"get_next"`` or ``"experimental_run"``).
+- ``execution`` (str): ``"eager"`` or ``"graph"`` (TF1 graph mode, a ``Session``;
+  :func:`vizdist.trace_tf1` only).
 - ``options`` (dict): the ``tf.distribute.InputOptions`` given.
 - ``steps_requested`` / ``steps_run`` (int or null / int): steps asked for and run.
 - ``shard_policy`` (str): the dataset's ``AutoShardPolicy`` name (``"AUTO"``, ``"FILE"``, ...).
@@ -86,6 +100,15 @@ Keys of every kind (:class:`CommonMeta`):
   ``worker_attribution`` (how the ``service_worker`` column of ``elements``
   is known, or ``"unknown: ..."``), ``exact`` (bool: the ids went through
   the service) and ``note``.
+- ``tpu`` (dict, :class:`TPUMeta`): a TPU run's shape (``TPUStrategy``; not
+  recordable here, see the README): ``job`` (str: the TPU hosts' job),
+  ``accelerator`` (str, e.g. ``"v3-8"``), ``mesh_shape`` (list of int),
+  ``num_hosts`` / ``cores_per_host`` / ``num_cores`` (int), ``hosts`` (list
+  of :class:`TPUHost`: ``task`` (int), ``address`` (str), ``cpu_device``
+  (str), ``cores`` (list of :class:`TPUCore`: ``core`` (int, the ordinal on
+  its host), ``device`` (str), ``coordinates`` (list of int))). Built from
+  TF's ``tf.tpu.experimental.Topology`` by
+  ``vizdist.instrument.topology.tpu_meta``.
 
 Placement keys (``distribution`` / ``multi_worker``; written only when asked,
 ``trace_distribution(..., placement=True)``):
@@ -190,10 +213,10 @@ from vizdist.errors import TraceFormatError
 
 __all__ = [
     "KINDS", "BadResult", "BadRow", "ClosureRecord", "ClusterMeta", "CommonMeta", "DataServiceMeta",
-    "DistributedValuesMeta", "DistributionMeta", "FailedReplica", "FailedStep", "LossScalingRow", "LostTask",
-    "MultiWorkerMeta", "NonfiniteOp",
-    "NumericsMeta", "ParameterServerMeta", "PlacementCopy", "PlacementMeta", "PlacementOp", "ReductionMeta",
-    "ServiceRead", "ShardComparisonMeta", "Stall", "StoppedWorker", "TimingMeta", "TraceFormatError", "infer_kind",
+    "DistributedValuesMeta", "DistributionMeta", "FailedReplica", "FailedStep", "LossScalingRow",
+    "LostTask", "MultiWorkerMeta", "NetworkMeta", "NonfiniteOp", "NumericsMeta", "ParameterServerMeta",
+    "PlacementCopy", "PlacementMeta", "PlacementOp", "ReductionMeta", "ServiceRead", "ShardComparisonMeta", "Stall",
+    "StoppedWorker", "TPUCore", "TPUHost", "TPUMeta", "TimingMeta", "TraceFormatError", "infer_kind",
     "validate_meta",
 ]
 
@@ -394,6 +417,46 @@ class ServiceRead(TypedDict, total=False):
     note: str
 
 
+class NetworkMeta(TypedDict, total=False):
+    """``meta["network"]``: addresses advertised per job, listened on per task, and isolation."""
+
+    addresses: dict[str, list[str]]
+    listening: dict[str, list[str]]
+    connections: dict[str, list[str]]
+    isolated: bool
+    resolver: str
+    rpc_layer: str
+
+
+class TPUCore(TypedDict, total=False):
+    """One TPU core of a host (``meta["tpu"]["hosts"][i]["cores"]``)."""
+
+    core: int
+    device: str
+    coordinates: list[int]
+
+
+class TPUHost(TypedDict, total=False):
+    """One TPU host (a ``worker`` task) and its cores."""
+
+    task: int
+    address: str
+    cpu_device: str
+    cores: list[TPUCore]
+
+
+class TPUMeta(TypedDict, total=False):
+    """``meta["tpu"]``: the hosts and cores of a TPU run (from ``tf.tpu.experimental.Topology``)."""
+
+    job: str
+    accelerator: str
+    mesh_shape: list[int]
+    num_hosts: int
+    cores_per_host: int
+    num_cores: int
+    hosts: list[TPUHost]
+
+
 class _LostTaskRequired(TypedDict):
     task: str
     how: str
@@ -440,15 +503,17 @@ class CommonMeta(TypedDict, total=False):
     partial: bool
     timing: TimingMeta
     skipped: list[SkippedFile]
+    network: NetworkMeta
     lost_tasks: list[LostTask]
 
 
 class DistributionMeta(CommonMeta, total=False):
-    """``kind == "distribution"``: ``trace_distribution`` / ``watch`` in one process."""
+    """``kind == "distribution"``: ``trace_distribution`` / ``watch`` / ``trace_tf1`` in one process."""
 
     host: str
     gpus: int
     iteration: str
+    execution: str
     options: dict[str, Any]
     steps_requested: int | None
     steps_run: int
@@ -469,6 +534,7 @@ class DistributionMeta(CommonMeta, total=False):
     loss_scaling_global_batch_size: int | None
     distributed_values: list[DistributedValuesMeta]
     services: list[ServiceRead]
+    tpu: TPUMeta
 
 
 class MultiWorkerMeta(DistributionMeta, total=False):

@@ -119,3 +119,17 @@ def test_slurm_style_processes_write_the_shards_tf_derives(tmp_path: Path) -> No
     merged = load_trace(tmp_path).elements.sort_values("source_id")
     assert merged["worker"].tolist() == [t[2] for t in told]
     assert sorted(f.name for f in tmp_path.iterdir()) == sorted(t[3] for t in told)
+
+
+def test_shards_carry_the_cluster_and_a_folder_of_them_has_its_topology(tmp_path: Path) -> None:
+    spec = tf.train.ClusterSpec({"chief": ["h:1"], "worker": ["h:2", "h:3"]})
+    for job, index in (("chief", 0), ("worker", 0), ("worker", 1)):
+        resolver = R.SimpleClusterResolver(spec, task_type=job, task_id=index)
+        record_worker_shard(Trace.from_records(elements=[dict(step=0, source_id=index)]), tmp_path, resolver=resolver)
+        net = load_trace(tmp_path / f"worker-{job}-{index:05d}.json").meta["network"]
+        assert net["addresses"] == spec.as_dict() and net["resolver"] == "SimpleClusterResolver"
+    import vizdist
+
+    topo = vizdist.topology(load_trace(tmp_path))
+    assert [t.name for t in topo.tasks] == [f"{j}:{i}" for j in spec.jobs for i in spec.task_indices(j)]
+    assert topo.leader == "chief:0" and topo.mode == "multi_worker"

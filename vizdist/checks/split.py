@@ -29,6 +29,12 @@ def _counts(trace: Trace) -> pd.DataFrame:
     return e.groupby(["step", "replica"]).size().unstack(fill_value=0)
 
 
+#: APIs that split each global batch over the replicas (TF2, and TF1's iterator for the same).
+_SPLITS_GLOBAL = ("experimental_distribute_dataset", "make_dataset_iterator")
+#: APIs that call a function of InputContext per input pipeline (TF2, and TF1's iterator for the same).
+_PER_PIPELINE = ("distribute_datasets_from_function", "make_input_fn_iterator")
+
+
 def _global_batch(trace: Trace) -> int | None:
     g = trace.meta.get("global_batch_size")
     return int(g) if isinstance(g, (int, float)) and g else None
@@ -37,7 +43,7 @@ def _global_batch(trace: Trace) -> int | None:
 @check
 def batch_not_divisible(trace: Trace) -> Iterator[Finding]:
     g, r = _global_batch(trace), int(trace.meta.get("num_replicas") or 0)
-    if trace.meta.get("api") != "experimental_distribute_dataset" or not g or r <= 1 or g % r == 0:
+    if trace.meta.get("api") not in _SPLITS_GLOBAL or not g or r <= 1 or g % r == 0:
         return
     counts = _counts(trace)
     example = ""
@@ -61,7 +67,7 @@ def empty_and_partial(trace: Trace) -> Iterator[Finding]:
     g = _global_batch(trace)
     drop_hint = (
         "batch(..., drop_remainder=True) in the pipeline"
-        if trace.meta.get("api") != "distribute_datasets_from_function"
+        if trace.meta.get("api") not in _PER_PIPELINE
         else "batch(per_replica_batch, drop_remainder=True) in dataset_fn"
     )
     for step, row in counts.iterrows():
@@ -135,7 +141,7 @@ def duplicate_elements(trace: Trace) -> Iterator[Finding]:
     where = ", ".join(f"step {s} replica {r}" for s, r in zip(ex_rows["step"], ex_rows["replica"], strict=False))
     replicas = sorted(int(r) for r in e[e.set_index(keys).index.isin(dup.set_index(keys).index)]["replica"].unique())
     contexts = trace.meta.get("input_contexts") or []
-    if trace.meta.get("api") == "distribute_datasets_from_function" and len(contexts) > 1:
+    if trace.meta.get("api") in _PER_PIPELINE and len(contexts) > 1:
         cause = (
             f"dataset_fn was called for {len(contexts)} input pipelines but builds the same data in each "
             "(it ignores its InputContext), so every pipeline reads every element. Fix: in dataset_fn, add "
@@ -178,7 +184,7 @@ def missing_elements(trace: Trace) -> Iterator[Finding]:
         return
     if any(flags.get(k) for k in ("filter", "take", "skip", "shard", "opaque")):
         return
-    if meta.get("api") == "distribute_datasets_from_function" and len(meta.get("input_contexts") or []) > 1:
+    if meta.get("api") in _PER_PIPELINE and len(meta.get("input_contexts") or []) > 1:
         return  # per-pipeline sharding: the worker checks judge coverage
     e = trace.elements
     for source in meta.get("sources") or []:

@@ -35,6 +35,7 @@ from typing import Any
 from vizdist.instrument.cluster import _USER_TASK_MODES, WorkerContext, _stamp, _task_from_tf_config
 from vizdist.instrument.record import task_number
 from vizdist.instrument.supervisor import POLL_S, report
+from vizdist.instrument.topology import write_listen_file
 from vizdist.trace import Trace
 
 
@@ -76,6 +77,7 @@ def run_task(ctx: WorkerContext, job: Path, spec: Mapping[str, Any]) -> Any:
     fn, args, kwargs = _wait_for_job(job, float(spec["timeout"]))
     report("running")
     result = fn(ctx, *args, **kwargs)
+    write_listen_file(job, ctx.task)  # what its TF server (if fn started one) listens on and connected to
     if isinstance(result, Trace):
         worker = task_number(ctx.task_type, ctx.task_index, _task_from_tf_config()[2]) if mode == "mwms" else None
         _stamp(result, worker=worker, task=ctx.task).save(job / f"worker-{ctx.task}.json")

@@ -64,6 +64,7 @@ from vizdist.instrument.supervisor import (
     process_limit,
     temp_folder,
 )
+from vizdist.instrument.topology import network_meta, read_listen_files, sockets
 from vizdist.trace import Trace
 
 __all__ = ["LocalCluster", "WorkerContext", "free_ports", "record_worker_shard"]
@@ -189,6 +190,7 @@ class _Run:
     sup: Supervisor
     namespace: Namespace | None
     tasks: dict[str, tuple[str, int]] = field(default_factory=dict)  # child name -> (type, index)
+    addresses: dict[str, list[str]] = field(default_factory=dict)  # job -> advertised (TF_CONFIG)
     lost: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> {task, how, after_s}
     started: float = 0.0  # monotonic time the job was handed to the user tasks
 
@@ -341,7 +343,7 @@ class LocalCluster:
 
     def _start(self, run: _Run) -> None:
         ports = self._pick_ports()
-        cluster = {k: [f"127.0.0.1:{p}" for p in v] for k, v in ports.items() if v}
+        cluster = run.addresses = {k: [f"127.0.0.1:{p}" for p in v] for k, v in ports.items() if v}
         spec = {
             "mode": self.mode, "workers": self.workers, "ps": self.ps, "layout": self.layout,
             "timeout": self.timeout, "collective_timeout": self.collective_timeout, "cluster": cluster,
@@ -498,22 +500,31 @@ class LocalCluster:
             doc = json.loads(f.read_text(encoding="utf-8"))
             if "partial_trace" in doc:
                 shards.append(Trace.from_dict(doc["partial_trace"]))
-        extra: dict[str, Any] = {"cluster": self._cluster_meta(), "partial": True}
+        extra: dict[str, Any] = {**self._cluster_meta(job), "partial": True}
         if lost:
             extra["lost_tasks"] = list(lost.values())
         if not shards:
             return Trace(meta=extra) if lost else None  # nothing recorded, but who was lost is known
         return Trace.merge(shards, meta=extra)
 
-    def _cluster_meta(self) -> dict[str, Any]:
-        return {"mode": self.mode, "workers": self.workers, "ps": self.ps, "chief": self.layout["chief"]}
+    def _cluster_meta(self, job: Path) -> dict[str, Any]:
+        """``cluster`` (the layout) and ``network`` (advertised, really listened on, isolated) meta."""
+        run = self._run
+        seen = read_listen_files(job)  # tasks that ran your function wrote theirs when it returned
+        for c in run.sup.children if run else []:
+            task = "{}:{}".format(*run.tasks[c.name])
+            if c.alive() and task not in seen:  # servers only: read them now
+                seen[task] = sockets(c.pid)
+        return {"cluster": {"mode": self.mode, "workers": self.workers, "ps": self.ps, "chief": self.layout["chief"]},
+                "network": network_meta(run.addresses if run else {}, seen=seen, isolated=bool(self.isolated),
+                                        resolver="TF_CONFIG")}
 
     def _merge(self, job: Path, lost: Mapping[str, Any] | None = None) -> Trace:
         shards = self._shards(job)
         results = {}
         for f in sorted(job.glob("result-*.json")):
             results[f.name[len("result-"):-len(".json")]] = json.loads(f.read_text(encoding="utf-8"))["value"]
-        extra: dict[str, Any] = {"cluster": self._cluster_meta()}
+        extra: dict[str, Any] = self._cluster_meta(job)
         if results:
             extra["results"] = results
         if lost:

@@ -40,7 +40,7 @@ from vizdist.errors import TracingError
 from vizdist.instrument.record import Recorder, num_workers, replica_devices, strategy_name, worker_position
 from vizdist.instrument.service import own as service_own
 from vizdist.instrument.service import registry as service_registry
-from vizdist.instrument.tagging import Untaggable, decode_tags, tag_dataset
+from vizdist.instrument.tagging import Untaggable, cardinality, decode_tags, tag_dataset
 from vizdist.trace import Trace
 
 __all__ = ["DEFAULT_MAX_STEPS", "ITERATIONS", "Watch", "trace_distribution", "watch"]
@@ -68,8 +68,11 @@ def _check_strategy(strategy: Any) -> tf.distribute.Strategy:
     if not tf.executing_eagerly():  # TF1 graph mode (disable_eager_execution) is process-wide
         raise TracingError(
             "trace_distribution reads each replica's batch eagerly, but eager execution is off "
-            "(tf.compat.v1.disable_eager_execution() was called in this process). Trace in a process "
-            "that keeps eager execution on; a tf.compat.v1 strategy is traced there too."
+            "(tf.compat.v1.disable_eager_execution() was called in this process), and in graph mode "
+            "TensorFlow itself iterates a distributed dataset only inside a tf.function. To trace a "
+            "Session program, use vizdist.trace_tf1(strategy, dataset) (or input_fn=...): TF1's "
+            "make_dataset_iterator / make_input_fn_iterator, run in a Session; or trace in a process that "
+            "keeps eager execution on."
         )
     return strategy
 
@@ -100,7 +103,7 @@ def _check_count(value: Any, name: str, *, none: str = "") -> int | None:
 
 
 def _check_finite(ds: tf.data.Dataset, steps: int | None) -> None:
-    if steps is None and int(ds.cardinality().numpy()) == tf.data.INFINITE_CARDINALITY:
+    if steps is None and cardinality(ds) == tf.data.INFINITE_CARDINALITY:
         raise ValueError(
             "the dataset is infinite (it ends in .repeat() with no count, or similar) and steps=None, so "
             "tracing would never end. Pass steps=N to record the first N steps."
@@ -163,14 +166,14 @@ def _is_unbatched(tagged_ds: tf.data.Dataset) -> bool:
 
 def _cardinality(ds: Any) -> int | None:
     try:
-        n = int(ds.cardinality().numpy())
+        n = cardinality(ds)
     except Exception:
         return None
     return n if n >= 0 else None
 
 
-def _distribute_dataset(strategy: tf.distribute.Strategy, dataset: Any, options: Any, steps: int | None) -> _Input:
-    """``experimental_distribute_dataset`` over the tagged dataset (content ids when it cannot be tagged)."""
+def _tag_global(strategy: Any, dataset: Any, steps: int | None) -> tuple[tf.data.Dataset, _Input]:
+    """The dataset to distribute (tagged, or as built when it cannot be tagged) and what vizdist learnt."""
     dataset = _check_dataset(dataset)
     _check_finite(dataset, steps)
     meta: dict[str, Any] = {}
@@ -187,54 +190,75 @@ def _distribute_dataset(strategy: tf.distribute.Strategy, dataset: Any, options:
     info = tagged.info if tagged is not None else {"provenance": "fingerprint",
                                                     "services": service_own.services_in(dataset)}
     ds = tagged.dataset if tagged is not None else dataset
-    try:
-        dist = strategy.experimental_distribute_dataset(ds, options)
-    except (ValueError, TypeError, IndexError, tf.errors.OpError) as exc:
-        raise _wrap_tf_error(exc, strategy, "distributing the dataset") from exc
-    with contextlib.suppress(Exception):
+    with contextlib.suppress(Exception), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # graph mode: TF warns that options are read the legacy way
         meta["shard_policy"] = dataset.options().experimental_distribute.auto_shard_policy.name
     meta.update(global_batch_size=info.get("global_batch_size"), input_contexts=[],
                 element_spec=str(dataset.element_spec))
-    return _Input(dist, info, tagged is not None, _cardinality(ds), meta)
+    return ds, _Input(None, info, tagged is not None, _cardinality(ds), meta)
+
+
+def _distribute_dataset(strategy: tf.distribute.Strategy, dataset: Any, options: Any, steps: int | None) -> _Input:
+    """``experimental_distribute_dataset`` over the tagged dataset (content ids when it cannot be tagged)."""
+    ds, inp = _tag_global(strategy, dataset, steps)
+    try:
+        inp.dist = strategy.experimental_distribute_dataset(ds, options)
+    except (ValueError, TypeError, IndexError, tf.errors.OpError) as exc:
+        raise _wrap_tf_error(exc, strategy, "distributing the dataset") from exc
+    return inp
+
+
+class _TaggingFn:
+    """Wraps a ``dataset_fn`` (TF1: ``input_fn``): records each ``InputContext`` and tags each pipeline."""
+
+    def __init__(self, dataset_fn: Callable[..., Any], steps: int | None, name: str = "dataset_fn") -> None:
+        self.dataset_fn, self.steps, self.name = dataset_fn, steps, name
+        self.contexts: list[dict[str, Any]] = []
+        self.infos: list[dict[str, Any]] = []
+        self.specs: list[Any] = []
+        self.cards: list[int | None] = []
+
+    def __call__(self, ctx: tf.distribute.InputContext) -> tf.data.Dataset:
+        self.contexts.append({"num_input_pipelines": int(ctx.num_input_pipelines),
+                              "input_pipeline_id": int(ctx.input_pipeline_id),
+                              "num_replicas_in_sync": int(ctx.num_replicas_in_sync)})
+        ds = _check_dataset(self.dataset_fn(ctx), f"{self.name}'s return value")
+        _check_finite(ds, self.steps)
+        self.specs.append(ds.element_spec)
+        self.cards.append(_cardinality(ds))
+        try:
+            t = tag_dataset(ds)
+        except Untaggable as exc:
+            raise TracingError(
+                f"vizdist cannot tag the pipeline {self.name} builds ({exc}). Pass a dataset instead, or "
+                "trace your loop with vizdist.watch(...)."
+            ) from None
+        self.infos.append(t.info)
+        return t.dataset
+
+    def summary(self, strategy: Any) -> tuple[dict[str, Any], dict[str, Any], int | None]:
+        """(tag info, meta, steps TF knows the data has) once every pipeline was built."""
+        info = dict(self.infos[0]) if self.infos else {"provenance": "tagged"}  # every pipeline's sources are alike
+        per_pipeline = info.get("global_batch_size")
+        meta = {"per_replica_batch_size": per_pipeline, "input_contexts": self.contexts,
+                "pipelines": [i.get("pipeline") for i in self.infos],
+                "element_spec": str(self.specs[0] if self.specs else None),
+                "global_batch_size": per_pipeline * strategy.num_replicas_in_sync if per_pipeline else None}
+        cards = self.cards
+        known = min(cards) if cards and all(c is not None for c in cards) else None  # type: ignore[type-var]
+        return info, meta, known
 
 
 def _distribute_function(strategy: tf.distribute.Strategy, dataset_fn: Callable[..., Any], options: Any,
                          steps: int | None) -> _Input:
     """``distribute_datasets_from_function`` with every pipeline tagged and its InputContext recorded."""
-    contexts: list[dict[str, Any]] = []
-    infos: list[dict[str, Any]] = []
-    specs: list[Any] = []
-    cards: list[int | None] = []
-
-    def traced_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
-        contexts.append({"num_input_pipelines": int(ctx.num_input_pipelines),
-                         "input_pipeline_id": int(ctx.input_pipeline_id),
-                         "num_replicas_in_sync": int(ctx.num_replicas_in_sync)})
-        ds = _check_dataset(dataset_fn(ctx), "dataset_fn's return value")
-        _check_finite(ds, steps)
-        specs.append(ds.element_spec)
-        cards.append(_cardinality(ds))
-        try:
-            t = tag_dataset(ds)
-        except Untaggable as exc:
-            raise TracingError(
-                f"vizdist cannot tag the pipeline dataset_fn builds ({exc}). Pass a dataset to "
-                "trace_distribution instead, or trace your loop with vizdist.watch(...)."
-            ) from None
-        infos.append(t.info)
-        return t.dataset
-
+    traced_fn = _TaggingFn(dataset_fn, steps)
     try:
         with service_registry.one_run():  # pipelines that share a tf.data service job share it traced
             dist = strategy.distribute_datasets_from_function(traced_fn, options)
     except tf.errors.OpError as exc:
         raise _wrap_tf_error(exc, strategy, "distributing the dataset") from exc
-    info = dict(infos[0]) if infos else {"provenance": "tagged"}  # every pipeline's sources are alike
-    per_pipeline = info.get("global_batch_size")
-    meta = {"per_replica_batch_size": per_pipeline, "input_contexts": contexts,
-            "pipelines": [i.get("pipeline") for i in infos], "element_spec": str(specs[0] if specs else None),
-            "global_batch_size": per_pipeline * strategy.num_replicas_in_sync if per_pipeline else None}
-    known = min(cards) if cards and all(c is not None for c in cards) else None  # type: ignore[type-var]
+    info, meta, known = traced_fn.summary(strategy)
     return _Input(dist, info, True, known, meta)
 
 
@@ -371,10 +395,15 @@ class _StepReader:
 # the loop
 # ---------------------------------------------------------------------------
 def _run_step(strategy: tf.distribute.Strategy, step_fn: Callable[..., Any], values: Any) -> list[Any]:
-    out = strategy.run(step_fn, args=(values,))
+    return per_replica(strategy, strategy.run(step_fn, args=(values,)))
+
+
+def per_replica(strategy: Any, out: Any) -> list[Any]:
+    """What ``strategy.run`` (or TF1's ``experimental_run``) returned, as one nested value per local replica."""
     leaves = tf.nest.flatten(out)
-    local = [strategy.experimental_local_results(leaf) for leaf in leaves]
-    n = len(local[0]) if local else len(replica_devices(strategy))
+    n = len(replica_devices(strategy))
+    local = [[None] * n if leaf is None else strategy.experimental_local_results(leaf) for leaf in leaves]
+    n = len(local[0]) if local else n
     return [tf.nest.pack_sequence_as(out, [lv[r] for lv in local]) if local else None for r in range(n)]
 
 
@@ -513,12 +542,18 @@ class _Loop:
             if self.timer is not None:
                 self.timer.step_done(step, n_el)
             bar.update(1)
-            if self.steps is not None and self.steps_run >= self.steps:
-                self.stopped = "steps"
+            if self.reached_end():
                 return
-            if self.cap is not None and self.steps_run >= self.cap:
-                self.stopped = "max_steps"
-                return
+
+    def reached_end(self) -> bool:
+        """After a step: stop at ``steps`` or at the ``max_steps`` cap (``stopped`` says which)."""
+        if self.steps is not None and self.steps_run >= self.steps:
+            self.stopped = "steps"
+        elif self.cap is not None and self.steps_run >= self.cap:
+            self.stopped = "max_steps"
+        else:
+            return False
+        return True
 
     def _run_step(self, step: int, values: Any) -> list[Any] | None:
         if self.step_fn is None:
@@ -799,6 +834,12 @@ def _record(strategy: tf.distribute.Strategy, inp: _Input, reader: _StepReader, 
 
         elements, _ = reader.rec.tables()
         events, meta["timing"] = timing_events(timer, cap_ctx, elements)
+    return finished_trace(strategy, reader, loop, meta, cap=cap, events=events)
+
+
+def finished_trace(strategy: Any, reader: _StepReader, loop: _Loop, meta: dict[str, Any], *, cap: int | None,
+                   events: Any = None) -> Trace:
+    """The trace of a finished loop; raises what stopped it (with the partial trace) if it did not end well."""
     trace = _trace(strategy, reader, loop, meta, events)
     if loop.error is not None:
         _raise_failure(loop, strategy, trace)

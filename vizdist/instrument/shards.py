@@ -7,21 +7,31 @@ needed). The task (``chief``, ``worker``, ``ps`` or ``evaluator`` and its
 index) comes from ``TF_CONFIG``, from any TensorFlow ``ClusterResolver``
 you pass (``resolver=``), or from ``task_type=``/``task_index=``.
 
-Cluster resolvers (``tf.distribute.cluster_resolver``, TF 2.21):
+Cluster resolvers (``tf.distribute.cluster_resolver``, TF 2.21, each tried on a machine
+without GPUs, cloud or cluster; ``tests/instrument/test_shards.py``):
 
 - ``TFConfigClusterResolver``, ``SimpleClusterResolver``, ``UnionResolver``:
   work as they are.
 - ``SlurmClusterResolver``: reads Slurm's variables (``SLURM_PROCID``,
   ``SLURM_STEP_NUM_TASKS``, ``SLURM_STEP_NODELIST``,
   ``SLURM_STEP_TASKS_PER_NODE``); Slurm sets no ``TF_CONFIG``. Plain
-  ``SlurmClusterResolver()`` runs ``nvidia-smi`` to count GPUs and fails on a
-  machine without one: pass ``auto_set_gpu=False`` and ``gpus_per_node`` at
-  least the tasks per node (fewer, ``0`` included, makes TF fail with
-  ``range() arg 3 must not be zero``; vizdist says so in words).
-- ``KubernetesClusterResolver`` needs the ``kubernetes`` package and a
-  reachable cluster API; ``GCEClusterResolver`` and ``TPUClusterResolver``
-  need a Google Cloud project / a TPU name: none can be built on a machine
-  without them, but once built they are passed the same way.
+  ``SlurmClusterResolver()`` counts GPUs with ``nvidia-smi`` (unless
+  ``CUDA_VISIBLE_DEVICES`` is set) and, on a machine without it, fails in its
+  constructor with ``FileNotFoundError: 'nvidia-smi'`` (before vizdist sees
+  it). Pass ``auto_set_gpu=False`` and ``gpus_per_node`` at least the tasks
+  per node: fewer, ``0`` included, makes ``cluster_spec()`` fail inside TF
+  with ``range() arg 3 must not be zero`` (vizdist says what to pass). Its
+  ports start at 8888, JupyterLab's default port.
+- ``KubernetesClusterResolver``: without the ``kubernetes`` package its
+  constructor raises ``ImportError``; with it, it needs a cluster's API. Built
+  with ``override_client=`` (a Kubernetes API client) it works here too, but
+  it never sets ``task_type``/``task_id`` (TF's docstring): set them.
+- ``GCEClusterResolver`` needs ``googleapiclient`` (``ImportError``) or a
+  ``service=`` object, and the GCE API behind it.
+- ``TPUClusterResolver``: ``tpu="local"`` and ``tpu="grpc://host:port"``
+  build anywhere (task ``worker:0``, although the process holding it is the
+  TPU's *client*); a TPU name needs ``cloud-tpu-client`` and Google Cloud;
+  ``TPUClusterResolver()`` without a name raises ``ValueError`` off Cloud.
 """
 
 from __future__ import annotations
@@ -32,7 +42,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from vizdist.analysis.topology import resolver_spec
 from vizdist.instrument.record import task_number
+from vizdist.instrument.topology import network_meta, sockets
 from vizdist.trace import Trace
 
 __all__ = ["TASK_TYPES", "record_worker_shard", "task_from_resolver"]
@@ -136,37 +148,44 @@ def record_worker_shard(
     """
     if not isinstance(trace, Trace):
         raise TypeError(f"record_worker_shard takes a vizdist.Trace; got {type(trace).__name__}.")
-    cluster: dict[str, Any] = {}
-    if resolver is not None:
-        ttype, tindex, cluster = task_from_resolver(resolver)
-        task_type = task_type if task_type is not None else ttype
-        task_index = task_index if task_index is not None else tindex
-    elif task_type is None or task_index is None:
-        ttype, tindex, cluster = _task_from_tf_config()
-        task_type = task_type if task_type is not None else ttype
-        task_index = task_index if task_index is not None else tindex
-    elif os.environ.get("TF_CONFIG"):
-        with contextlib.suppress(ValueError):
-            cluster = _task_from_tf_config()[2]
-    task_type, task_index = _checked_task(task_type, task_index)
+    task_type, task_index, cluster, source = _resolve_task(task_type, task_index, resolver)
     # one numbering everywhere (chief 0, then workers, then evaluators), as the recorder numbers them
     worker = task_number(task_type, task_index, cluster) if task_type in ("chief", "worker", "evaluator") else None
     stamped = _stamp(trace, worker=worker, task=f"{task_type}-{task_index}")
+    # what this process advertised (its cluster) and really listens on, for vizdist.topology
+    net = network_meta(cluster, seen={f"{task_type}:{task_index}": sockets()}, resolver=source)
+    stamped = Trace(elements=stamped.elements, batches=stamped.batches, events=stamped.events,
+                    meta={**stamped.meta, "network": net})
     out = Path(directory) / f"worker-{task_type}-{int(task_index):05d}.json"
     return stamped.save(out)
 
 
-_SLURM_GPU_HINT = (
-    "SlurmClusterResolver could not share the node's GPUs among its tasks (TF: {exc}). Pass "
-    "gpus_per_node= at least the tasks per node (SLURM_STEP_TASKS_PER_NODE), with auto_set_gpu=False "
-    "on a machine without GPUs (plain SlurmClusterResolver() runs nvidia-smi to count them)."
-)
+def _resolve_task(task_type: Any, task_index: Any, resolver: Any) -> tuple[str, int, dict[str, Any], str]:
+    """(type, index, cluster, where they came from): the resolver, else TF_CONFIG, with overrides."""
+    cluster: dict[str, Any] = {}
+    source = ""
+    if resolver is not None:
+        ttype, tindex, cluster = task_from_resolver(resolver)
+        source = type(resolver).__name__
+    elif task_type is None or task_index is None:
+        ttype, tindex, cluster = _task_from_tf_config()
+        source = "TF_CONFIG"
+    else:
+        ttype, tindex = task_type, task_index
+        if os.environ.get("TF_CONFIG"):
+            with contextlib.suppress(ValueError):
+                cluster, source = _task_from_tf_config()[2], "TF_CONFIG"
+    task_type = task_type if task_type is not None else ttype
+    task_index = task_index if task_index is not None else tindex
+    return (*_checked_task(task_type, task_index), cluster, source)
 
 
 def task_from_resolver(resolver: Any) -> tuple[str, int, dict[str, list[str]]]:
     """This process's ``(task_type, task_id, cluster)`` as a TensorFlow ``ClusterResolver`` reports it.
 
-    ``cluster_spec()`` is read first: ``SlurmClusterResolver`` sets its task there.
+    ``cluster_spec()`` is read first: ``SlurmClusterResolver`` sets its task there
+    (:func:`vizdist.analysis.topology.resolver_spec`, which also turns Slurm's
+    ``range() arg 3 must not be zero`` into what to pass instead).
 
     Args:
         resolver: any ``tf.distribute.cluster_resolver.ClusterResolver``.
@@ -181,20 +200,12 @@ def task_from_resolver(resolver: Any) -> tuple[str, int, dict[str, list[str]]]:
         >>> task_from_resolver(r)  # doctest: +SKIP
         ('worker', 1, {'worker': ['h:1', 'h:2']})
     """
-    if not callable(getattr(resolver, "cluster_spec", None)):
-        raise TypeError(f"resolver must be a tf.distribute.cluster_resolver.ClusterResolver; got {type(resolver).__name__}.")
-    try:
-        spec = resolver.cluster_spec()
-    except ValueError as exc:
-        if "range() arg 3" in str(exc):
-            raise ValueError(_SLURM_GPU_HINT.format(exc=exc)) from exc
-        raise
-    ttype, tid = getattr(resolver, "task_type", None), getattr(resolver, "task_id", None)
+    cluster, ttype, tid = resolver_spec(resolver)
     if ttype is None or tid is None:
+        hint = (" KubernetesClusterResolver never sets them (TF's docstring): set resolver.task_type and "
+                "resolver.task_id." if "Kubernetes" in type(resolver).__name__ else "")
         raise ValueError(
             f"{type(resolver).__name__} names no task (task_type={ttype!r}, task_id={tid!r}). Give the "
-            "resolver task_type= and task_id=, or pass them to record_worker_shard."
+            f"resolver task_type= and task_id=, or pass them to record_worker_shard.{hint}"
         )
-    jobs = spec.as_dict() if hasattr(spec, "as_dict") else dict(spec)
-    cluster = {job: list(addrs.values()) if isinstance(addrs, dict) else list(addrs) for job, addrs in jobs.items()}
-    return str(ttype), int(tid), cluster
+    return ttype, tid, cluster

@@ -67,7 +67,7 @@ from tensorflow.python.util import variable_utils
 from vizdist.instrument.service import own as service_own
 from vizdist.instrument.service import registry as service_registry
 
-__all__ = ["SOURCE_SHIFT", "Tagged", "Untaggable", "decode_tags", "tag_dataset"]
+__all__ = ["SOURCE_SHIFT", "Tagged", "Untaggable", "cardinality", "decode_tags", "tag_dataset", "tensor_value"]
 
 service_registry.install()  # see which datasets the user's own tf.data service reads serve
 
@@ -114,6 +114,38 @@ def _const(t: Any) -> Any:
             return None
     v = np.asarray(v)
     return v.item() if v.ndim == 0 else v.tolist()
+
+
+def tensor_value(t: Any) -> Any:
+    """NumPy value of a tensor, eagerly or in graph mode.
+
+    Eagerly this is ``t.numpy()``. In graph mode (``tf.compat.v1.disable_eager_execution()``: a TF1
+    ``Session`` program) a tensor is symbolic and has no ``.numpy()``; its value is then folded from
+    constants when TF can (``tf.get_static_value``), else computed in a one-off ``Session`` on its graph.
+
+    Example:
+        >>> import tensorflow as tf                                   # doctest: +SKIP
+        >>> int(tensor_value(tf.data.Dataset.range(3).cardinality()))  # doctest: +SKIP
+        3
+    """
+    if hasattr(t, "numpy"):
+        return t.numpy()
+    v = tf.get_static_value(t)
+    if v is not None:
+        return v
+    with tf.compat.v1.Session(graph=t.graph) as sess:
+        return sess.run(t)
+
+
+def cardinality(ds: Any) -> int:
+    """``ds.cardinality()`` as a Python int (negative: infinite or unknown), eagerly or in graph mode.
+
+    Example:
+        >>> import tensorflow as tf                                           # doctest: +SKIP
+        >>> cardinality(tf.data.Dataset.range(10).batch(4)), cardinality(tf.data.Dataset.range(3).repeat())  # doctest: +SKIP
+        (3, -1)
+    """
+    return int(tensor_value(ds.cardinality()))
 
 
 def _call(wrapper: Any, value: Any) -> Any:
@@ -175,9 +207,10 @@ def _bits(cardinality: int) -> int:
 def _known_files(filenames: Any) -> list[str] | None:
     """The list of file names a reader will open, when it can be read up front (else None)."""
     with contextlib.suppress(Exception):
-        card = int(filenames.cardinality().numpy())
-        if 0 <= card < FILE_UNKNOWN:
-            return [f.decode() if isinstance(f, bytes) else str(f) for f in filenames.as_numpy_iterator()]
+        card = cardinality(filenames)
+        if 0 <= card < FILE_UNKNOWN:  # read as one batch: works eagerly and in graph mode
+            names = tensor_value(filenames.batch(card).get_single_element()) if card else []
+            return [f.decode() if isinstance(f, bytes) else str(f) for f in names]
     return None
 
 
@@ -192,7 +225,7 @@ def _file_index_fn(files: list[str] | None) -> Any:
     """
     if files is None:
         return lambda f: tf.strings.to_hash_bucket_fast(f, FILE_UNKNOWN)
-    fps = _fingerprints(files).numpy() if files else np.zeros(0, np.int64)
+    fps = tensor_value(_fingerprints(files)) if files else np.zeros(0, np.int64)
     order = np.argsort(fps, kind="stable")
     sorted_fps = tf.constant(np.append(fps[order], np.iinfo(np.int64).max), tf.int64)
     sorted_names = tf.constant([files[i] for i in order] + [""], tf.string)
@@ -281,7 +314,7 @@ class _Builder:
         return idx
 
     def _enumerate(self, ds: tf.data.Dataset, kind: str, **extra: Any) -> tf.data.Dataset:
-        card = int(ds.cardinality().numpy())
+        card = cardinality(ds)
         src = self._new_source(kind, id_is="index", cardinality=card, id_bits=_bits(card), **extra)
         return ds.enumerate(start=src << SOURCE_SHIFT)
 
@@ -290,7 +323,7 @@ class _Builder:
         start, stop, step = _const(ds._start), _const(ds._stop), _const(ds._step)
         label = f"range({start}, {stop}, {step})"
         self.ops.append(label)
-        card = int(ds.cardinality().numpy())
+        card = cardinality(ds)
         top = start + (card - 1) * step if isinstance(start, int) and isinstance(step, int) and card > 0 else 0
         if isinstance(start, int) and isinstance(step, int) and start >= 0 and step > 0 and top < 1 << SOURCE_SHIFT:
             src = self._new_source("range", id_is="value", label=label, start=start, stop=stop, step=step,
@@ -314,7 +347,7 @@ class _Builder:
     def _slices(self, ds: Any) -> tf.data.Dataset:
         """``from_tensor_slices`` rebuilt with its ids as one more sliced tensor (no per-element op,
         and each element keeps its id however TF splits the source)."""
-        n = int(ds.cardinality().numpy())
+        n = cardinality(ds)
         self.ops.append("from_tensor_slices")
         try:
             batched = tf.nest.map_structure(lambda spec: spec._batch(n), ds._structure)
@@ -526,7 +559,7 @@ class _Builder:
         count = _const(ds._count)
         self.ops.append(f"repeat({count})")
         self.flags["repeat"] = True
-        return self._epochs(t.repeat(ds._count), first, int(t.cardinality().numpy()), count)
+        return self._epochs(t.repeat(ds._count), first, cardinality(t), count)
 
     def _epochs(self, repeated: tf.data.Dataset, first: int, card: int, count: Any) -> tf.data.Dataset:
         """Add the epoch (which repetition) to every tag: position after repeat // elements per epoch."""
@@ -810,5 +843,5 @@ def _file_names(source: dict[str, Any], index: np.ndarray) -> np.ndarray:
 def _bucket_names(files: tuple[str, ...]) -> dict[int, str]:
     if not files:
         return {}
-    buckets = tf.strings.to_hash_bucket_fast(list(files), FILE_UNKNOWN).numpy().tolist()
+    buckets = tensor_value(tf.strings.to_hash_bucket_fast(list(files), FILE_UNKNOWN)).tolist()
     return dict(zip(buckets, files, strict=False))

@@ -348,11 +348,11 @@ class LocalDataService:
     def _finish(self, trace: Trace) -> Trace:
         for s in trace.meta.get("stopped_workers", []):
             self._stopped.setdefault(int(s["worker"]), time.time())
-        if "stall" in trace.meta:
-            meta = dict(trace.meta)
+        meta = dict(trace.meta)
+        meta["network"] = self._network()  # after the run: the consumers' connections are open now
+        if "stall" in meta:
             meta["stall"] = dict(meta["stall"], alive_workers=self.alive_workers())
-            trace = Trace(elements=trace.elements, batches=trace.batches, events=trace.events, meta=meta)
-        return trace
+        return Trace(elements=trace.elements, batches=trace.batches, events=trace.events, meta=meta)
 
     def _prepare(self, dataset: Any, processing_mode: Any, sharding_policy: Any, job_name: str | None,
                  consumers: int, num_consumers: int | None, steps: int | None, stop_worker: Any,
@@ -405,3 +405,18 @@ class LocalDataService:
             meta["num_replicas"] = strategy.num_replicas_in_sync
             meta["devices"] = list(strategy.extended.worker_devices)
         return meta
+
+    def _network(self) -> dict[str, Any]:
+        """What each server advertises and really listens on (``vizdist.topology`` reads it)."""
+        from vizdist.instrument.topology import service_network
+
+        mine = os.getpid() if self._local is not None else None
+        pids: dict[str, int | None] = {"dispatcher:0": mine if not self.external else None}
+        if self._host is not None and not self.external:
+            pids["dispatcher:0"] = self._host.pid if self._host.alive() else None
+        for i in range(self.num_workers):
+            child = self._workers[i] if i < len(self._workers) else None
+            alive = i in self.alive_workers()
+            pids[f"data_worker:{i}"] = (child.pid if child is not None else mine) if alive else None
+        return service_network(self.address, self.worker_addresses, pids, isolated=self.isolated,
+                               in_process=self._local is not None)

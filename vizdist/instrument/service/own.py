@@ -80,10 +80,14 @@ def _policy(ds: Any, read: registry.Read | None) -> str:
 
     if read is not None:
         return data_service_ops._get_validated_sharding_policy(read.arguments["processing_mode"]).name
+    import tensorflow as tf
     from tensorflow.core.protobuf import data_service_pb2
 
+    raw = tf.get_static_value(ds._processing_mode)  # a constant, also in graph mode
+    if raw is None:
+        return ""
     proto = data_service_pb2.ProcessingModeDef()
-    proto.ParseFromString(ds._processing_mode.numpy())
+    proto.ParseFromString(raw.item() if hasattr(raw, "item") else raw)
     return data_service_ops.ShardingPolicy(int(proto.sharding_policy)).name
 
 

@@ -107,9 +107,14 @@ def text_of(value: Any) -> str | None:
     if isinstance(value, str):
         return value
     try:
-        v = value.numpy()
+        import tensorflow as tf
+
+        v = tf.get_static_value(value) if tf.is_tensor(value) else None  # eager, or a graph constant
     except Exception:
         return None
+    if v is None:
+        return None
+    v = getattr(v, "item", lambda: v)() if getattr(v, "ndim", 0) == 0 else v
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
