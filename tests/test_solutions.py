@@ -85,9 +85,11 @@ def _printed(cell) -> str:
     return "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
 
 
-def test_every_exercise_has_a_solution():
-    names = {p.stem for p in SOLUTIONS}
-    assert {"00_tour", "01_batch_splitting", "02_input_context", "09_from_tf1_to_tf2"} <= names
+def test_every_notebook_has_one_exercise_and_its_model_answer():
+    notebooks = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    marked = {p.stem for p in notebooks if MARK in p.read_text()}
+    assert marked == {p.stem for p in notebooks}, "every notebook ends with an exercise marked '# edit me'"
+    assert {p.stem for p in SOLUTIONS} == marked
 
 
 @pytest.mark.slow

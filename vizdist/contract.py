@@ -133,13 +133,25 @@ Placement keys (``distribution`` / ``multi_worker``; written only when asked,
   null: TF's whole message when the run failed, e.g. ``check_numerics``),
   ``failed_step`` (dict or null: the step that raised, ``{step, arrived,
   replicas: [{replica, device, source_ids, nonfinite_positions}]}``; the
-  ids are known when the step's batch had arrived).
+  ids are known when the step's batch had arrived), ``failed_element``
+  (dict or null, :class:`FailedElement`: when a ``map`` of the input
+  pipeline raised, the element it raised on, found by re-running the map's
+  function element by element: ``source_ids`` / ``source_files`` /
+  ``source_lines`` / ``epochs``, ``map_index`` (which map, source first),
+  ``op_name`` / ``op_type`` / ``devices`` of the failing op, TF's
+  ``message`` from that call, ``checked`` elements, ``how``).
 - ``reductions`` (list of :class:`ReductionMeta`): reductions recorded by
   :func:`vizdist.trace_reduction`: ``call``, ``reduce_op``, ``axis``,
   ``cross_device_ops`` (the class that combined the values), ``inputs`` /
   ``results`` (list of dict ``{replica, device, value, type}``),
   ``destinations`` (list of str), ``expected`` (TF's documented rule applied
-  to the inputs), ``ops`` (placement rows of the reduction), ``note``.
+  to the inputs), ``ops`` (placement rows of the reduction), ``note``,
+  ``workers`` (list of int: the processes that recorded it; a multi-worker
+  reduction is joined across them by ``Trace.merge``), ``collectives`` (list
+  of :class:`CollectiveOp`: each collective op with its device,
+  ``communication_hint``, ``group_size`` and the ``implementation`` TF's rule
+  picks) and ``communication`` (dict: ``requested``, the
+  ``CommunicationOptions`` implementation; ``timeout_seconds``; ``rule``).
 - ``loss_scaling`` (list of :class:`LossScalingRow`) and
   ``loss_scaling_global_batch_size`` (int or null):
   :func:`vizdist.trace_loss_scaling`, one row per step.
@@ -212,8 +224,8 @@ from typing import Any, TypedDict
 from vizdist.errors import TraceFormatError
 
 __all__ = [
-    "KINDS", "BadResult", "BadRow", "ClosureRecord", "ClusterMeta", "CommonMeta", "DataServiceMeta",
-    "DistributedValuesMeta", "DistributionMeta", "FailedReplica", "FailedStep", "LossScalingRow",
+    "KINDS", "BadResult", "BadRow", "ClosureRecord", "ClusterMeta", "CollectiveOp", "CommonMeta", "DataServiceMeta",
+    "DistributedValuesMeta", "DistributionMeta", "FailedElement", "FailedReplica", "FailedStep", "LossScalingRow",
     "LostTask", "MultiWorkerMeta", "NetworkMeta", "NonfiniteOp", "NumericsMeta", "ParameterServerMeta",
     "PlacementCopy", "PlacementMeta", "PlacementOp", "ReductionMeta", "ServiceRead", "ShardComparisonMeta", "Stall",
     "StoppedWorker", "TPUCore", "TPUHost", "TPUMeta", "TimingMeta", "TraceFormatError", "infer_kind",
@@ -342,6 +354,22 @@ class FailedStep(TypedDict, total=False):
     replicas: list[FailedReplica]
 
 
+class FailedElement(TypedDict, total=False):
+    """The element a ``map`` of the input pipeline raised on (``vizdist.instrument.map_failure``)."""
+
+    map_index: int
+    source_ids: list[int]
+    source_files: list[str]
+    source_lines: list[int]
+    epochs: list[int]
+    op_name: str
+    op_type: str
+    devices: list[str]
+    message: str
+    checked: int
+    how: str
+
+
 class NumericsMeta(TypedDict, total=False):
     """``meta["placement"]["numerics"]``: NaN/Inf seen in the run."""
 
@@ -350,6 +378,7 @@ class NumericsMeta(TypedDict, total=False):
     first_nonfinite_op: NonfiniteOp | None
     error: str | None
     failed_step: FailedStep | None
+    failed_element: FailedElement | None
 
 
 class LossScalingRow(TypedDict, total=False):
@@ -388,6 +417,17 @@ class PlacementMeta(TypedDict, total=False):
     numerics: NumericsMeta
 
 
+class CollectiveOp(TypedDict, total=False):
+    """One collective op a reduction ran (``CollectiveReduceV2`` ...), read from the graph TF built."""
+
+    op_type: str
+    op_name: str
+    device: str
+    communication_hint: str
+    group_size: int | None
+    implementation: str
+
+
 class ReductionMeta(TypedDict, total=False):
     """One entry of ``meta["reductions"]``: one reduction, input per device to result per destination."""
 
@@ -401,6 +441,9 @@ class ReductionMeta(TypedDict, total=False):
     expected: Any
     ops: list[PlacementOp]
     note: str
+    workers: list[int]
+    collectives: list[CollectiveOp]
+    communication: dict[str, Any]
 
 
 class ServiceRead(TypedDict, total=False):

@@ -310,6 +310,37 @@ def _merged_kind(traces: Sequence[Trace]) -> str:
     return kinds.pop()
 
 
+def _joined_reductions(traces: Sequence[Trace]) -> list[dict[str, Any]] | None:
+    """One multi-worker reduction per index: every worker's inputs, results, ops and collectives together.
+
+    Each worker of a ``MultiWorkerMirroredStrategy`` run records the same
+    reductions (``meta["reductions"]``) for its own replicas; the join keeps
+    the keys they agree on (``expected``, ``call``, ...) and concatenates the
+    per-worker lists. Traces of one process each (distinct ``workers``) only.
+
+    Example:
+        >>> a = Trace.from_records(meta={"reductions": [dict(workers=[0], inputs=[dict(replica=0)], expected=3)]})
+        >>> b = Trace.from_records(meta={"reductions": [dict(workers=[1], inputs=[dict(replica=1)], expected=3)]})
+        >>> r = Trace.merge([a, b]).meta["reductions"][0]
+        >>> r["workers"], [i["replica"] for i in r["inputs"]], r["expected"]
+        ([0, 1], [0, 1], 3)
+    """
+    lists = [t.meta.get("reductions") for t in traces]
+    if len(traces) < 2 or not all(lists) or len({len(x) for x in lists}) != 1:  # type: ignore[arg-type]
+        return None
+    joined = []
+    for parts in zip(*lists, strict=True):  # type: ignore[call-overload]
+        workers = [w for p in parts for w in p.get("workers", [])]
+        if len(workers) != len(parts) or len(set(workers)) != len(workers):
+            return None
+        entry = {k: v for k, v in parts[0].items() if all(p.get(k) == v for p in parts[1:])}
+        for key in ("workers", "inputs", "results", "ops", "collectives"):
+            entry[key] = [row for p in parts for row in p.get(key, [])]
+        entry["destinations"] = sorted({d for p in parts for d in p.get("destinations", [])})
+        joined.append(entry)
+    return joined
+
+
 class Trace:
     """A recorded distributed-input run: tables of elements, batches, events.
 
@@ -363,6 +394,8 @@ class Trace:
 
         Rows are concatenated in the order given. Metadata keys that agree in
         every shard are kept; the per-shard dicts stay under ``meta["shards"]``.
+        The reductions every worker recorded (``vizdist.trace_reduction``) are
+        joined into one per index.
         All traces must be of one kind (see :mod:`vizdist.contract`);
         ``distribution`` traces of several processes merge into one
         ``multi_worker`` trace.
@@ -395,6 +428,8 @@ class Trace:
         for t in traces:
             shards.extend(t.meta.get("shards", [t.meta]))
         common["shards"] = shards
+        if (reductions := _joined_reductions(traces)) is not None:
+            common["reductions"] = reductions
         common.update(meta or {})
         return cls(**tables, meta=common)
 

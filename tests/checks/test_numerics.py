@@ -72,15 +72,48 @@ def test_check_numerics_in_the_step_keeps_tf_message_and_names_replica(tf, mirro
     assert f"replica {where[0]} (CPU:{where[0]}), whose batch held source elements [6, 7]" in row["message"]
 
 
-def test_check_numerics_in_the_map_is_reported_with_the_step(tf, mirrored, step):
-    ds = tf.data.Dataset.range(16).map(
-        lambda x: tf.debugging.check_numerics(1.0 / tf.cast(x - 9, tf.float32), "bad map")).batch(8)
+def _plain_failing_ids(tf, source, fn):
+    """Source ids whose map raises, by plain TF: each id rides beside its value; ignore_errors drops the raisers."""
+    kept = {int(i) for i, _ in source.enumerate().map(lambda i, x: (i, fn(x))).ignore_errors().as_numpy_iterator()}
+    return sorted(set(range(int(source.cardinality()))) - kept)
+
+
+def test_check_numerics_in_the_map_names_the_element_it_raised_on(tf, mirrored, step):
+    def fn(x):
+        return tf.debugging.check_numerics(1.0 / tf.cast(x - 9, tf.float32), "bad map")
+
+    ds = tf.data.Dataset.range(16).map(fn).batch(8)
     with pytest.raises(vizdist.TracingError) as err:
         vizdist.trace_distribution(mirrored, ds, step_fn=step, placement=True)
-    f = vizdist.diagnose(err.value.partial_trace)
+    plain = _plain_failing_ids(tf, tf.data.Dataset.range(16), fn)
+    t = err.value.partial_trace
+    f = vizdist.diagnose(t)
     row = f[f.code == "numerics-error"].iloc[0]
-    assert row["step"] == 1 and "bad map : Tensor had Inf values" in row["message"]
+    assert row["step"] == plain[0] // 8 and "bad map : Tensor had Inf values" in row["message"]  # TF's message
+    assert f"raised on source element {plain[0]} (CheckNumerics 'CheckNumerics', on CPU:0)" in row["message"]
     assert "RealDiv 'truediv'" in row["message"]
+    element = t.meta["placement"]["numerics"]["failed_element"]
+    assert element["source_ids"] == plain[:1] and plain[0] not in set(t.elements["source_id"])  # never arrived
+    assert element["devices"] == [t.meta["placement"]["host"]]
+
+
+def test_assert_in_the_second_map_of_a_dataset_fn_names_the_element(tf, mirrored, step):
+    readings = [3.0, 2.0, 1.0, 0.5, -1.0, 2.0, 0.0, 3.0]
+
+    def positive_log(x):
+        with tf.control_dependencies([tf.debugging.assert_positive(x, message="reading must be > 0")]):
+            return tf.math.log(x)
+
+    def dataset_fn(ctx):
+        return tf.data.Dataset.from_tensor_slices(readings).map(lambda x: x * 2.0).map(positive_log).batch(1)
+
+    with pytest.raises(vizdist.TracingError) as err:
+        vizdist.trace_distribution(mirrored, dataset_fn=dataset_fn, placement=True)
+    plain = _plain_failing_ids(tf, tf.data.Dataset.from_tensor_slices(readings),
+                               lambda x: positive_log(x * 2.0))
+    row = vizdist.diagnose(err.value.partial_trace).query("code == 'numerics-error'").iloc[0]
+    assert f"map #2 of the pipeline raised on source element {plain[0]} (Assert '" in row["message"]
+    assert "reading must be > 0" in row["message"]
 
 
 def test_loss_scaling_warns_only_on_steps_where_fewer_elements_arrived(tf, mirrored):

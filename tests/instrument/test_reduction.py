@@ -63,6 +63,17 @@ def test_replica_context_reductions_match_plain_tf(tf, strategy, how):
     assert lay["frames"][1]["cells"]  # the ops that combined the values, with their devices
 
 
+def test_into_collects_several_reductions_and_refuses_other_traces(tf, mirrored):
+    first = vizdist.trace_reduction(mirrored, [1.0, 2.0, 3.0, 4.0])
+    both = vizdist.trace_reduction(mirrored, [1.0, 2.0, 3.0, 4.0], how="all_reduce", into=first)
+    assert [r["call"] for r in both.meta["reductions"]] == ["Strategy.reduce", "ReplicaContext.all_reduce"]
+    plain = mirrored.reduce("SUM", mirrored.experimental_distribute_values_from_function(
+        lambda c: tf.constant([1.0, 2.0, 3.0, 4.0])[c.replica_id_in_sync_group]), axis=None)
+    assert [r["results"][0]["value"] for r in both.meta["reductions"]] == [float(plain)] * 2
+    with pytest.raises(TypeError, match="earlier trace_reduction"):
+        vizdist.trace_reduction(mirrored, [1.0, 2.0, 3.0, 4.0], into=vizdist.Trace())
+
+
 def test_distributed_values_in_trace_distribution_no_longer_type_error(tf, mirrored):
     value = mirrored.experimental_distribute_values_from_function(_value_fn(tf))
     t = vizdist.trace_distribution(mirrored, value)
@@ -92,3 +103,104 @@ def test_loss_scaling_full_partial_and_empty_batches(tf, mirrored):
     last = table.iloc[-1]
     assert last["MEAN of them"] is None or np.isnan(last["MEAN of them"])  # an empty replica's mean is NaN
     assert last["SUM of them"] != pytest.approx(last["mean over arrived elements"])  # partial step: not the mean
+
+
+# -- MultiWorkerMirroredStrategy: real worker processes (slow) ------------------------------
+#: CommunicationOptions implementation -> (how, reduce_op, axis, value) recorded in one cluster run each.
+#: One strategy per process: TF 2.21 gives a second MultiWorkerMirroredStrategy in a process the same
+#: collective group and instance keys, and the two strategies' collectives then collide.
+MWMS_CASES = {"RING": [("reduce", "SUM", None, "vector"), ("all_gather", "SUM", None, "vector")],
+              "AUTO": [("all_reduce", "MEAN", None, "vector"), ("reduce", "MEAN", 0, "vector"),
+                       ("reduce", "MEAN", None, "scalar")]}
+MWMS_IDS = [(impl, i) for impl, cases in MWMS_CASES.items() for i in range(len(cases))]
+
+
+def _mwms_work(ctx, out_dir, impl, cases):
+    """In each worker, one strategy: plain TF's reductions first (no vizdist), then the same ones traced."""
+    import json
+    from pathlib import Path
+
+    import numpy as np
+    import tensorflow as tf
+
+    import vizdist
+    from vizdist.instrument.placement import short_device
+
+    def local(v):
+        return [[short_device(x.device), np.asarray(x).tolist()] for x in s.experimental_local_results(v)]
+
+    def vector(c):
+        return tf.constant([1.0, 2.0]) * tf.cast(c.replica_id_in_sync_group + 1, tf.float32)
+
+    def scalar(c):
+        return float(c.replica_id_in_sync_group)
+
+    opts = tf.distribute.experimental.CommunicationOptions(
+        implementation=tf.distribute.experimental.CommunicationImplementation[impl], timeout_seconds=30)
+    s = tf.distribute.MultiWorkerMirroredStrategy(communication_options=opts)
+    plain, traced = [], None
+    for how, op, axis, kind in cases:
+        fn = vector if kind == "vector" else scalar
+        v = s.experimental_distribute_values_from_function(lambda c, fn=fn: tf.convert_to_tensor(fn(c)))
+        if how == "reduce":
+            r = s.reduce(op, v, axis=axis)
+            results = [[short_device(r.device), np.asarray(r).tolist()]]
+        else:
+            def replica(x, how=how, op=op):
+                c = tf.distribute.get_replica_context()
+                return c.all_reduce(op, x) if how == "all_reduce" else c.all_gather(x, axis=0)
+
+            results = local(s.run(replica, args=(v,)))
+        plain.append({"inputs": local(v), "results": results, "replicas": s.num_replicas_in_sync,
+                      "cross_device_ops": type(s.extended._get_cross_device_ops(v)).__name__})
+        traced = vizdist.trace_reduction(s, fn, how=how, reduce_op=op, axis=axis, into=traced)
+    Path(out_dir, f"plain-{impl}-{ctx.task}.json").write_text(json.dumps(plain))
+    return traced
+
+
+@pytest.fixture(scope="module")
+def mwms(tmp_path_factory):
+    """impl -> (merged trace, [plain TF in worker 0, in worker 1]); one cluster, a fresh run per impl."""
+    import json
+
+    out, runs = tmp_path_factory.mktemp("mwms-plain"), {}
+    with vizdist.LocalCluster(workers=2, timeout=240, progress=False) as cluster:
+        for impl, cases in MWMS_CASES.items():
+            trace = cluster.run(_mwms_work, str(out), impl, cases)
+            runs[impl] = trace, [json.loads((out / f"plain-{impl}-worker-{w}.json").read_text()) for w in range(2)]
+    return runs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("impl,case", MWMS_IDS,
+                         ids=["-".join(map(str, (impl, *MWMS_CASES[impl][i]))) for impl, i in MWMS_IDS])
+def test_mwms_reductions_match_plain_tf_in_every_worker(mwms, impl, case):
+    trace, plain = mwms[impl]
+    how = MWMS_CASES[impl][case][0]
+    r = trace.meta["reductions"][case]
+    mine = [p[case] for p in plain]  # what plain TF computed in worker 0 and worker 1
+    assert r["workers"] == [0, 1]
+    assert [[i["device"], i["value"]] for i in r["inputs"]] == [x for p in mine for x in p["inputs"]]
+    assert [[x["device"], x["value"]] for x in r["results"]] == [x for p in mine for x in p["results"]]
+    for p in mine:
+        for _, value in p["results"]:
+            assert r["expected"] == pytest.approx(value)  # TF's documented rule over every worker's input
+    assert r["cross_device_ops"] == mine[0]["cross_device_ops"]
+    coll = r["collectives"]
+    assert {c["communication_hint"] for c in coll} == {impl.lower()}
+    assert {c["group_size"] for c in coll} == {mine[0]["replicas"]}
+    assert {c["device"] for c in coll} == {d for p in mine for d, _ in p["inputs"]}
+    # CPU devices: TF's AssignCollectiveType picks the ring for RING and AUTO alike
+    assert {c["implementation"] for c in coll} == {"RingGather" if how == "all_gather" else "RingReduce"}
+    assert r["communication"]["requested"] == impl
+
+
+@pytest.mark.slow
+def test_mwms_reduction_view_steps_through_both_workers(mwms):
+    trace, _ = mwms["RING"]
+    lay = reduction_layout(trace, index=0)
+    assert lay["devices"] == ["worker:0/CPU:0", "worker:1/CPU:0"]
+    meet = lay["frames"][1]["cells"]
+    assert all("CollectiveReduceV2" in meet[d] for d in lay["devices"])
+    assert "RingReduce" in lay["title"] and "ring" in lay["title"]
+    assert len(vizdist.show_reduction(trace, index=0).widget().children) == 2  # Play + slider, and the frames

@@ -93,29 +93,50 @@ def nonfinite_result(trace: Trace) -> Iterator[Finding]:
 
 
 def _node(message: str) -> str:
-    m = re.search(r"\[\[\{\{node ([^}]+)\}\}\]\]", message)
+    m = re.search(r"\{\{node ([^}]+)\}\}", message)
     return m.group(1) if m else ""
 
 
-def _failed_inputs(failed: dict[str, Any], failing: int | None) -> tuple[str, tuple[int, ...]]:
-    """What the failed step's replicas held (when its batch had arrived), and the replicas to name."""
+def _arrived_inputs(failed: dict[str, Any], failing: int | None) -> tuple[str, tuple[int, ...]]:
+    """What the failed step's replicas held (its batch had arrived), and the replicas to name."""
+    parts = []
+    for r in failed.get("replicas", []):
+        bad = r.get("nonfinite_positions") or []
+        ids = r.get("source_ids") or []
+        named = [str(ids[p]) for p in bad if p < len(ids)]
+        parts.append(f"replica {r.get('replica', '?')} ({r.get('device', '?')}): elements {ids}"
+                     + (f", NaN/Inf in {', '.join(named)}" if named else ""))
+    replicas = tuple(int(r.get("replica", -1)) for r in failed.get("replicas", [])
+                     if r.get("nonfinite_positions") or int(r.get("replica", -1)) == failing)
+    return " The step's batch had arrived: " + "; ".join(parts) + ".", replicas
+
+
+def _element_text(element: dict[str, Any], step: int, host: str) -> str:
+    """The element a map of the input pipeline raised on (``failed_element``), in words."""
+    ids = element.get("source_ids") or []
+    files = element.get("source_files") or [""] * len(ids)
+    lines = element.get("source_lines") or [-1] * len(ids)
+    names = [f"{sid} ({f}:{ln})" if f else str(sid) for sid, f, ln in zip(ids, files, lines, strict=False)]
+    what = f"source element {names[0]}" if len(names) == 1 else f"one of source elements {', '.join(names)} (a batch)"
+    op = f"{element.get('op_type') or 'op'} '{element.get('op_name') or '?'}'"
+    devices = element.get("devices") or []
+    on = (f"on {', '.join(devices)}" if devices else
+          f"TF's debugger has no record of its device; the input pipeline runs on the host, {host}")
+    return (f" It failed in the input pipeline, before the batch of step {step} reached the replicas: map "
+            f"#{int(element.get('map_index', 0)) + 1} of the pipeline raised on {what} ({op}, {on}). Found after "
+            f"the run: {element.get('how', '')}; {element.get('checked', '?')} element(s) checked.")
+
+
+def _failed_inputs(failed: dict[str, Any], failing: int | None, element: dict[str, Any] | None,
+                   host: str) -> tuple[str, tuple[int, ...]]:
+    """What is known of the inputs of the step that raised, and the replicas to name."""
     if failed.get("arrived"):
-        parts = []
-        for r in failed.get("replicas", []):
-            bad = r.get("nonfinite_positions") or []
-            ids = r.get("source_ids") or []
-            named = [str(ids[p]) for p in bad if p < len(ids)]
-            parts.append(f"replica {r.get('replica', '?')} ({r.get('device', '?')}): elements {ids}"
-                         + (f", NaN/Inf in {', '.join(named)}" if named else ""))
-        inputs = " The step's batch had arrived: " + "; ".join(parts) + "."
-        replicas = tuple(int(r.get("replica", -1)) for r in failed.get("replicas", [])
-                         if r.get("nonfinite_positions") or int(r.get("replica", -1)) == failing)
-    else:
-        inputs = (" It failed while producing the batch of that step (in the input pipeline), so no element of "
-                  "it reached a replica and vizdist cannot name it from the trace; run again without the "
-                  "check (e.g. drop check_numerics) and placement=True to see which element carries the NaN/Inf.")
-        replicas = ()
-    return inputs, replicas
+        return _arrived_inputs(failed, failing)
+    if element:
+        return _element_text(element, int(failed.get("step", -1)), host), ()
+    return (" It failed while producing the batch of that step (in the input pipeline), so no element of "
+            "it reached a replica and vizdist cannot name it from the trace; run again without the "
+            "check (e.g. drop check_numerics) and placement=True to see which element carries the NaN/Inf."), ()
 
 
 @check
@@ -137,7 +158,8 @@ def numerics_error(trace: Trace) -> Iterator[Finding]:
         if hit:
             where += (f" It ran on replica {failing} ({hit[0].get('device', '?')}), whose batch held source elements "
                       f"{hit[0].get('source_ids')}.")
-    inputs, replicas = _failed_inputs(failed, failing)
+    host = (trace.meta.get("placement") or {}).get("host") or "?"
+    inputs, replicas = _failed_inputs(failed, failing, num.get("failed_element"), host)
     yield Finding(
         "numerics-error", "error",
         f"Step {step} failed with a numeric check.{where}{inputs}{_op_text(num.get('first_nonfinite_op'))} "

@@ -803,6 +803,7 @@ def trace_distribution(
 
     if (placer := active()) is not None:
         placer.observe(reader)
+        placer.watch_input(dataset, dataset_fn, meta.get("input_contexts"))
         inp.dist = placer.in_loop_thread(inp.dist)
     cap = max_steps if steps is None and inp.known_steps is None else None
     return _record(strategy, inp, reader, meta, steps=steps, cap=cap, step_fn=step_fn, iteration=iteration,

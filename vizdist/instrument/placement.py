@@ -156,6 +156,8 @@ class PlacementRecorder:
         self.failed_step: dict[str, Any] | None = None
         self._reader: Any = None
         self.cost_s: dict[str, float] = {}
+        self.inputs: tuple[Any, Any, list[dict[str, int]]] | None = None
+        self.failed_element: dict[str, Any] | None = None
 
     # -- life cycle --------------------------------------------------------
     def __enter__(self) -> PlacementRecorder:
@@ -191,6 +193,8 @@ class PlacementRecorder:
         if exc is not None:
             self.error = _whole_message(exc)
             self.failed_step = self._failed_step()
+            if not self.failed_step.get("arrived"):
+                self.failed_element = self._map_failure(exc)
         if self.meta is not None:
             self.meta["placement"] = self.placement()
         partial = getattr(exc, "partial_trace", None)
@@ -252,6 +256,34 @@ class PlacementRecorder:
             out["replicas"] = failed_step_inputs(self._reader, self.last_element[1])
         self.last_element = None
         return out
+
+    def watch_input(self, dataset: Any, dataset_fn: Any, contexts: list[dict[str, int]] | None) -> None:
+        """Keep the user's pipeline (or ``dataset_fn`` and its ``InputContext`` s) to find a failing map later."""
+        self.inputs = (dataset, dataset_fn, list(contexts or []))
+
+    def _map_failure(self, exc: BaseException) -> dict[str, Any] | None:
+        """The element a ``map`` raised on, when the run failed in the input pipeline (see ``map_failure``)."""
+        import tensorflow as tf
+
+        from vizdist.instrument.map_failure import find_map_failure, node_of
+
+        cause = exc.__cause__ if exc.__cause__ is not None else exc
+        if self.inputs is None or not isinstance(cause, tf.errors.InvalidArgumentError):
+            return None  # check_numerics and tf.debugging.assert_* raise InvalidArgumentError
+        dataset, dataset_fn, contexts = self.inputs
+        try:
+            datasets = [dataset] if dataset is not None else [
+                dataset_fn(tf.distribute.InputContext(**c)) for c in contexts]
+            with quiet_tf_logger():  # AutoGraph's notes about the user's lambdas, already shown by the run
+                found = find_map_failure(datasets, node=node_of(str(cause)))
+        except Exception as err:  # the run's own error is what the user needs; say why this part is missing
+            self.notes.append(f"vizdist could not re-run the input pipeline to find the element its map raised on "
+                              f"({type(err).__name__}: {err})")
+            return None
+        if found is not None:
+            found["devices"] = sorted({o["device"] for o in self.ops() if o["op_name"] == found["op_name"]
+                                       and o["stage"] == "pipeline" and o["device"]}, key=_device_key)
+        return found
 
     def reduce_window(self) -> Any:
         """A context marking the ops run inside it as the ``reduce`` stage."""
@@ -339,10 +371,10 @@ class PlacementRecorder:
         if self.mode != "NO_TENSOR":
             out["numerics"] = {"bad_rows": self.bad_rows, "bad_results": self.bad_results,
                                "first_nonfinite_op": self.first_nonfinite(), "error": self.error,
-                               "failed_step": self.failed_step}
+                               "failed_step": self.failed_step, "failed_element": self.failed_element}
         elif self.error:
             out["numerics"] = {"bad_rows": [], "bad_results": [], "first_nonfinite_op": None, "error": self.error,
-                               "failed_step": self.failed_step}
+                               "failed_step": self.failed_step, "failed_element": self.failed_element}
         return out
 
 

@@ -36,12 +36,14 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from vizdist.instrument.collectives import collective_ops, communication
 from vizdist.instrument.placement import (
     PlacementRecorder,
     fresh_function_caches,
     quiet_tf_logger,
     short_device,
 )
+from vizdist.instrument.record import num_workers, worker_position
 from vizdist.instrument.values import _json, _meta, trace_values, value_rows
 from vizdist.trace import Trace
 
@@ -103,13 +105,12 @@ def _distributed(strategy: tf.distribute.Strategy, values: Any) -> Any:
     return values
 
 
-def _run_reduction(strategy: tf.distribute.Strategy, value: Any, how: str, reduce_op: str, axis: int | None,
-                   destinations: str | None, *, traced: bool = True) -> Any:
-    if how == "reduce":
-        return strategy.reduce(reduce_op, value, axis=axis)
-
+def _replica_fn(how: str, reduce_op: str, axis: int | None, destinations: str | None,
+                place: bool) -> Callable[[Any], Any]:
     def replica_fn(x: Any) -> Any:
         ctx = tf.distribute.get_replica_context()
+        if place:  # a tf.function's inputs have no device, and MWMS needs one to reduce to: the replica's
+            x = tf.nest.map_structure(tf.identity, x)
         if how == "all_reduce":
             return ctx.all_reduce(reduce_op, x)
         if how == "all_gather":
@@ -117,12 +118,46 @@ def _run_reduction(strategy: tf.distribute.Strategy, value: Any, how: str, reduc
         return ctx.merge_call(lambda s, y: s.extended.reduce_to(reduce_op, y, destinations=destinations or y),
                               args=(x,))
 
-    if not traced:
-        # eagerly, each replica's result keeps the device TF put it on (a tf.function's outputs report CPU:0)
-        with quiet_tf_logger():  # "Using MirroredStrategy eagerly has significant overhead"
-            return strategy.run(replica_fn, args=(value,))
-    # one tf.function: every replica's part runs in this thread, where TF's debugger sees its ops
-    return tf.function(lambda x: strategy.run(replica_fn, args=(x,)))(value)
+    return replica_fn
+
+
+def _reduction_fn(strategy: tf.distribute.Strategy, how: str, reduce_op: str, axis: int | None,
+                  destinations: str | None, *, place: bool = False) -> Callable[[Any], Any]:
+    """The reduction as a function of the per-replica value (cross-replica ``reduce``, or ``strategy.run``)."""
+    if how == "reduce":
+        return lambda x: strategy.reduce(reduce_op, x, axis=axis)
+    replica_fn = _replica_fn(how, reduce_op, axis, destinations, place)
+    return lambda x: strategy.run(replica_fn, args=(x,))
+
+
+def _run_eagerly(fn: Callable[[Any], Any], value: Any) -> Any:
+    """Eagerly, each result keeps the device TF put it on (a tf.function's outputs all report CPU:0)."""
+    with quiet_tf_logger():  # "Using MirroredStrategy eagerly has significant overhead"
+        return fn(value)
+
+
+def _local_arrays(strategy: tf.distribute.Strategy, value: Any) -> list[np.ndarray]:
+    return [np.asarray(v.read_value() if isinstance(v, tf.Variable) else v, dtype=np.float64)
+            for v in strategy.experimental_local_results(value)]
+
+
+def _every_value(strategy: tf.distribute.Strategy, value: Any) -> list[np.ndarray]:
+    """Every replica's value, also the other workers' (TF's own all-gather, in replica order).
+
+    Each replica sends its values flattened behind a leading 0, and its size: never an empty tensor
+    (TF 2.21's collective gather of an empty tensor killed the worker process here). Shapes are rebuilt
+    from the sizes and this worker's own shape beyond the first axis (the values may differ along it).
+    """
+    flat = strategy.run(lambda x: tf.concat([[0.0], tf.reshape(tf.cast(x, tf.float64), [-1])], 0), args=(value,))
+    sizes = strategy.run(lambda x: tf.reshape(tf.size(x), [1]), args=(value,))
+    values = np.asarray(strategy.gather(flat, axis=0))
+    mine = _local_arrays(strategy, value)[0]
+    out, at = [], 0
+    for n in np.asarray(strategy.gather(sizes, axis=0)).tolist():
+        chunk = values[at + 1:at + 1 + n]
+        at += n + 1
+        out.append(chunk.reshape([-1, *mine.shape[1:]]) if mine.ndim else chunk.reshape(()))
+    return out
 
 
 def trace_reduction(
@@ -133,8 +168,17 @@ def trace_reduction(
     reduce_op: str = "SUM",
     axis: int | None = None,
     destinations: str | None = None,
+    into: Trace | None = None,
 ) -> Trace:
     """Run one real reduction and record every input, the result on each destination, and its ops.
+
+    Under ``MultiWorkerMirroredStrategy`` call it in every worker (e.g. in
+    :meth:`vizdist.LocalCluster.run`): each worker records its own replicas'
+    inputs and results, the collective ops it ran (``CollectiveReduceV2`` /
+    ``CollectiveGatherV2`` with their ``communication_hint``) and the
+    implementation TF picks for them; merging the workers' traces
+    (:meth:`vizdist.Trace.merge`, ``load_trace(folder)``) joins them into
+    one reduction.
 
     Args:
         strategy: the strategy (its ``cross_device_ops`` decide how it combines).
@@ -151,48 +195,93 @@ def trace_reduction(
             along that axis of each value; gather axis for ``all_gather``).
         destinations: device for ``merge_call``'s ``reduce_to`` (default:
             where each value lives, i.e. every replica).
+        into: a trace from an earlier ``trace_reduction`` to add this one to
+            (several reductions in one trace, e.g. ``reduce`` then
+            ``all_gather``; each worker of a cluster must record the same ones
+            in the same order). Keep to one ``MultiWorkerMirroredStrategy``
+            per process: a second one in TF 2.21 reuses the first one's
+            collective group and instance keys, and their collectives collide.
 
     Returns:
-        A trace whose ``meta["reductions"]`` has one entry (and
-        ``meta["placement"]`` the ops it ran).
+        A trace whose ``meta["reductions"]`` has one entry per reduction
+        (and ``meta["placement"]`` the ops of the last one; each entry keeps
+        its own in ``ops``).
 
     Example:
         >>> t = vizdist.trace_reduction(s, [1.0, 2.0, 3.0, 4.0], reduce_op="MEAN")  # doctest: +SKIP
         >>> t.meta["reductions"][0]["results"][0]["value"], t.meta["reductions"][0]["expected"]  # doctest: +SKIP
         (2.5, 2.5)
     """
+    how, reduce_op = _checked(how, reduce_op, axis)
+    value = _distributed(strategy, values)
+    worker, offset = worker_position(strategy)
+    multi = num_workers(strategy) > 1
+    inputs = value_rows(strategy, value, offset=offset)
+    every = _every_value(strategy, value) if multi else _local_arrays(strategy, value)
+    fn = _reduction_fn(strategy, how, reduce_op, axis, destinations, place=multi)
+    # MWMS launches eager collectives from a thread pool, where TF's debugger (per thread) sees nothing:
+    # record a run inside one tf.function, where every part runs in this thread
+    traced = how != "reduce" or multi
+    rec = PlacementRecorder(mode="NO_TENSOR")
+    with rec, rec.reduce_window(), fresh_function_caches(strategy), quiet_tf_logger():
+        graph_fn = tf.function(fn) if traced else fn
+        result = graph_fn(value)
+        collectives = collective_ops(graph_fn.get_concrete_function(value).graph) if traced else []
+    if traced:
+        result = _run_eagerly(fn, value)
+    results = value_rows(strategy, result, offset=offset) if how != "reduce" else [
+        {"replica": -1, "device": short_device(result.device), "value": _json(result), "type": type(result).__name__}]
+    entry = {
+        "call": _CALLS[how], "reduce_op": reduce_op if how != "all_gather" else "GATHER", "axis": axis,
+        "cross_device_ops": _cross_device_ops(strategy, value), "workers": [worker],
+        "inputs": inputs, "destinations": sorted({r["device"] for r in results}), "results": results,
+        "expected": _json(np.asarray(expected_reduction(every, how, reduce_op, axis))),
+        "ops": [o for o in rec.ops() if o["stage"] in ("reduce", "step", "host", "transfer")],
+        "collectives": collectives, "note": _note(traced, multi),
+    }
+    if collectives:
+        entry["communication"] = communication(strategy)
+    meta = _meta(strategy)
+    meta["reductions"] = [*_earlier(into), entry]
+    meta["placement"] = rec.placement()
+    return Trace(meta=meta)
+
+
+def _earlier(into: Trace | None) -> list[dict[str, Any]]:
+    if into is None:
+        return []
+    if not isinstance(into, Trace) or "reductions" not in into.meta:
+        raise TypeError(f"into= takes a trace from an earlier trace_reduction; got {type(into).__name__} without "
+                        "meta['reductions'].")
+    return list(into.meta["reductions"])
+
+
+_CALLS = {"reduce": "Strategy.reduce", "all_reduce": "ReplicaContext.all_reduce",
+          "all_gather": "ReplicaContext.all_gather", "merge_call": "ReplicaContext.merge_call + reduce_to"}
+
+
+def _checked(how: str, reduce_op: Any, axis: int | None) -> tuple[str, str]:
     if how not in HOW:
         raise ValueError(f"how must be one of {HOW}; got {how!r}.")
-    reduce_op = str(getattr(reduce_op, "name", reduce_op)).upper()
-    if reduce_op not in _OPS:
+    op = str(getattr(reduce_op, "name", reduce_op)).upper()
+    if op not in _OPS:
         raise ValueError(f"reduce_op must be 'SUM' or 'MEAN' (or tf.distribute.ReduceOp); got {reduce_op!r}.")
     if axis not in (None, 0):
         raise ValueError(f"axis must be None or 0; got {axis!r}.")
-    value = _distributed(strategy, values)
-    inputs = value_rows(strategy, value)
-    rec = PlacementRecorder(mode="NO_TENSOR")
-    with rec, rec.reduce_window(), fresh_function_caches(strategy), quiet_tf_logger():
-        result = _run_reduction(strategy, value, how, reduce_op, axis, destinations)
-    if how != "reduce":
-        result = _run_reduction(strategy, value, how, reduce_op, axis, destinations, traced=False)
-    results = value_rows(strategy, result) if how != "reduce" else [
-        {"replica": -1, "device": short_device(result.device), "value": _json(result), "type": type(result).__name__}]
-    entry = {
-        "call": {"reduce": "Strategy.reduce", "all_reduce": "ReplicaContext.all_reduce",
-                 "all_gather": "ReplicaContext.all_gather", "merge_call": "ReplicaContext.merge_call + reduce_to"}[how],
-        "reduce_op": reduce_op if how != "all_gather" else "GATHER", "axis": axis,
-        "cross_device_ops": _cross_device_ops(strategy, value),
-        "inputs": inputs, "destinations": sorted({r["device"] for r in results}), "results": results,
-        "expected": expected_reduction([r["value"] for r in inputs], how, reduce_op, axis),
-        "ops": [o for o in rec.ops() if o["stage"] in ("reduce", "step", "host", "transfer")],
-        "note": "" if how == "reduce" else (
-            "ops: from one run inside a tf.function (TF's debugger sees every replica's part there); results and "
-            "their devices: from a second, eager run (a tf.function's outputs all report CPU:0)"),
-    }
-    meta = _meta(strategy)
-    meta["reductions"] = [entry]
-    meta["placement"] = rec.placement()
-    return Trace(meta=meta)
+    return how, op
+
+
+def _note(traced: bool, multi: bool) -> str:
+    if not traced:
+        return ""
+    why = ("MultiWorkerMirroredStrategy launches eager collectives from a thread pool, where TF's debugger does "
+           "not look" if multi else "TF's debugger sees every replica's part there")
+    note = (f"ops: from one run inside a tf.function ({why}); results and their devices: from a second, eager "
+            "run (a tf.function's outputs all report CPU:0)")
+    if multi:
+        note += ("; each worker recorded its own replicas and ops; expected: TF's documented rule applied to every "
+                 "replica's input, gathered from all workers with strategy.gather")
+    return note
 
 
 def _loss_fn_default(batch: Any) -> Any:

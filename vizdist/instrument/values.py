@@ -27,8 +27,11 @@ def _json(value: Any) -> Any:
     return arr.tolist() if arr.size <= 256 else {"shape": list(arr.shape), "dtype": str(arr.dtype)}
 
 
-def value_rows(strategy: tf.distribute.Strategy, value: Any) -> list[dict[str, Any]]:
+def value_rows(strategy: tf.distribute.Strategy, value: Any, *, offset: int = 0) -> list[dict[str, Any]]:
     """One row per component of a ``DistributedValues`` (or plain tensor): replica, device, value.
+
+    ``offset`` is the global id of this process's first replica (a
+    ``MultiWorkerMirroredStrategy`` worker holds only its own components).
 
     Example:
         >>> import vizdist; vizdist.virtual_devices(4)   # doctest: +SKIP
@@ -43,7 +46,7 @@ def value_rows(strategy: tf.distribute.Strategy, value: Any) -> list[dict[str, A
             v_value, device = v.read_value(), v.device
         else:
             v_value, device = v, getattr(v, "device", "")
-        rows.append({"replica": r, "device": short_device(str(device)), "value": _json(v_value), "type": kind})
+        rows.append({"replica": offset + r, "device": short_device(str(device)), "value": _json(v_value), "type": kind})
     return rows
 
 
@@ -56,8 +59,11 @@ def trace_values(strategy: tf.distribute.Strategy, value: Any) -> Trace:
         >>> [r["value"] for r in t.meta["distributed_values"][0]["components"]]  # doctest: +SKIP
         [0.0, 1.0, 2.0, 3.0]
     """
+    from vizdist.instrument.record import worker_position
+
     meta = _meta(strategy)
-    meta["distributed_values"] = [{"type": type(value).__name__, "components": value_rows(strategy, value)}]
+    rows = value_rows(strategy, value, offset=worker_position(strategy)[1])
+    meta["distributed_values"] = [{"type": type(value).__name__, "components": rows}]
     return Trace(meta=meta)
 
 

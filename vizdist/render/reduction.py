@@ -68,9 +68,21 @@ def reduction_layout(trace: Trace, *, index: int = 0) -> dict[str, Any]:
     devices = sorted({d for f in frames for d in f["cells"]}, key=_device_key)
     op = r.get("reduce_op", "")
     axis = "" if r.get("axis") is None else f" axis={r['axis']}"
-    title = f"{r.get('call', '?')} {op}{axis} via {r.get('cross_device_ops', '?')}"
+    title = f"{r.get('call', '?')} {op}{axis} via {r.get('cross_device_ops', '?')}{_collective_text(r)}"
     return {"title": title, "devices": devices, "frames": frames, "expected": r.get("expected"),
             "note": r.get("note", ""), "results": results, "inputs": inputs}
+
+
+def _collective_text(r: dict[str, Any]) -> str:
+    """`` (RingReduce, communication_hint ring)`` for a reduction made of collective ops, else ``""``."""
+    coll = r.get("collectives") or []
+    if not coll:
+        return ""
+    impls = ", ".join(sorted({c.get("implementation") or "?" for c in coll}))
+    hints = ", ".join(sorted({c.get("communication_hint") or "?" for c in coll}))
+    workers = r.get("workers") or []
+    across = f" across {len(workers)} workers" if len(workers) > 1 else ""
+    return f" ({impls}, communication_hint {hints}{across})"
 
 
 def _cells(pairs: Any) -> dict[str, str]:

@@ -1,0 +1,40 @@
+"""find_map_failure: the element a map raises on, named by the same ids as the trace, against plain TF."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import vizdist
+from vizdist.instrument.map_failure import find_map_failure
+
+
+def _checked(tf, line):
+    value = tf.strings.to_number(line)
+    return tf.debugging.check_numerics(1.0 / (value - 6.0), "line 6")
+
+
+def test_a_text_file_element_is_named_by_file_and_line(tf, tmp_path):
+    files = vizdist.write_text_files(tmp_path, n_files=3, lines_per_file=3)
+    ds = tf.data.TextLineDataset(files).map(lambda line: _checked(tf, line)).batch(2)
+    found = find_map_failure([ds])
+    # plain TF and Python: the first line (in the pipeline's order) whose map raises
+    order = [(f, i, line) for f in files for i, line in enumerate(Path(f).read_text().split())]
+    plain = []
+    for f, i, line in order:
+        try:
+            _checked(tf, tf.constant(line))
+        except tf.errors.InvalidArgumentError:
+            plain.append((f, i))
+    assert (found["source_files"][0], found["source_lines"][0]) == plain[0]
+    assert found["op_type"] == "CheckNumerics" and "line 6 : Tensor had Inf values" in found["message"]
+    assert found["checked"] == [(f, i) for f, i, _ in order].index(plain[0]) + 1
+
+
+def test_the_search_is_bounded_and_finds_nothing_where_plain_tf_raises_nothing(tf):
+    def fn(x):
+        return tf.debugging.check_numerics(1.0 / tf.cast(x - 9, tf.float32), "m")
+
+    assert find_map_failure([tf.data.Dataset.range(16).map(fn)], limit=5) is None  # element 9 is past the first 5
+    filtered = tf.data.Dataset.range(16).filter(lambda x: x != 9).map(fn)
+    assert len(list(filtered)) == 15  # plain TF: the map raises on nothing
+    assert find_map_failure([filtered]) is None
