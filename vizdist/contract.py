@@ -93,6 +93,13 @@ Keys of every kind (:class:`CommonMeta`):
 - ``stopped`` (str): why iteration ended (``"end_of_data"``, ``"steps"``,
   ``"max_steps"``, ``"error"``).
 - ``worker`` (int): the recording process's worker number.
+- ``services`` (list of :class:`ServiceRead`): the pipeline's reads from the
+  tf.data service (``distribute`` / ``from_dataset_id``): ``sharding_policy``,
+  ``processing_mode``, ``address``, ``job_name`` (and ``traced_job_name``,
+  the job the traced run read), ``num_workers`` (int or null: unknown),
+  ``worker_attribution`` (how the ``service_worker`` column of ``elements``
+  is known, or ``"unknown: ..."``), ``exact`` (bool: the ids went through
+  the service) and ``note``.
 - ``tpu`` (dict, :class:`TPUMeta`): a TPU run's shape (``TPUStrategy``; not
   recordable here, see the README): ``job`` (str: the TPU hosts' job),
   ``accelerator`` (str, e.g. ``"v3-8"``), ``mesh_shape`` (list of int),
@@ -220,7 +227,7 @@ __all__ = [
     "KINDS", "BadResult", "BadRow", "ClosureRecord", "ClusterMeta", "CollectiveOp", "CommonMeta", "DataServiceMeta",
     "DistributedValuesMeta", "DistributionMeta", "FailedElement", "FailedReplica", "FailedStep", "LossScalingRow",
     "LostTask", "MultiWorkerMeta", "NetworkMeta", "NonfiniteOp", "NumericsMeta", "ParameterServerMeta",
-    "PlacementCopy", "PlacementMeta", "PlacementOp", "ReductionMeta", "ShardComparisonMeta", "Stall",
+    "PlacementCopy", "PlacementMeta", "PlacementOp", "ReductionMeta", "ServiceRead", "ShardComparisonMeta", "Stall",
     "StoppedWorker", "TPUCore", "TPUHost", "TPUMeta", "TimingMeta", "TraceFormatError", "infer_kind",
     "validate_meta",
 ]
@@ -439,6 +446,20 @@ class ReductionMeta(TypedDict, total=False):
     communication: dict[str, Any]
 
 
+class ServiceRead(TypedDict, total=False):
+    """One entry of ``meta["services"]``: a read from the tf.data service inside the traced pipeline."""
+
+    sharding_policy: str
+    processing_mode: str
+    address: str
+    job_name: str
+    traced_job_name: str
+    num_workers: int | None
+    worker_attribution: str
+    exact: bool
+    note: str
+
+
 class NetworkMeta(TypedDict, total=False):
     """``meta["network"]``: addresses advertised per job, listened on per task, and isolation."""
 
@@ -555,6 +576,7 @@ class DistributionMeta(CommonMeta, total=False):
     loss_scaling: list[LossScalingRow]
     loss_scaling_global_batch_size: int | None
     distributed_values: list[DistributedValuesMeta]
+    services: list[ServiceRead]
     tpu: TPUMeta
 
 

@@ -84,3 +84,51 @@ def test_non_service_traces_are_ignored():
     t = Trace.from_records(elements=[dict(worker=0, source_id=0), dict(worker=0, source_id=0)],
                            meta={"sharding_policy": "DYNAMIC", "expected_source_ids": [0]})
     assert codes(t) == []
+
+
+# -- a trace_distribution trace of a pipeline that reads from the service (meta["services"]) ---------------
+def read_trace(rows, policy, provenance="tagged"):
+    """Distribution rows (step, replica, source_id, service_worker) of a pipeline with one service read."""
+    return Trace.from_records(elements=rows, meta={
+        "kind": "distribution", "provenance": provenance, "num_replicas": 2,
+        "services": [{"sharding_policy": policy, "worker_attribution": "worker-process-file"}]})
+
+
+def test_parallel_epochs_read_one_copy_per_service_worker_is_info_not_error():
+    # TF's documented rule (ShardingPolicy.OFF): every worker processes the whole dataset.
+    rows = [dict(step=s, replica=w, source_id=i, service_worker=w) for w in (0, 1) for s, i in enumerate(range(4))]
+    d = vizdist.diagnose(read_trace(rows, "OFF"))
+    assert "service-copies" in d["code"].tolist() and (d["severity"] != "error").all(), d
+    msg = d[d["code"] == "service-copies"].iloc[0]["message"]
+    assert "4 of 4 source elements arrived 2 times (each copy from a different worker; workers 0, 1)" in msg
+    assert "Element 3 arrived at: step 3 replica 0 from service worker 0; step 3 replica 1 from service worker 1" in msg
+
+
+def test_parallel_epochs_read_two_copies_from_one_worker_is_still_a_duplicate():
+    rows = [dict(step=s, replica=0, source_id=i, service_worker=0) for s, i in enumerate([0, 1, 1])]
+    rows += [dict(step=s, replica=1, source_id=i, service_worker=1) for s, i in enumerate([0, 1])]
+    d = vizdist.diagnose(read_trace(rows, "OFF"))
+    dup = d[d["code"] == "duplicate-elements"]
+    assert len(dup) == 1 and dup.iloc[0]["severity"] == "error" and "element 1" in dup.iloc[0]["message"]
+
+
+def test_distributed_epoch_read_copies_from_two_workers_are_a_duplicate():
+    # ShardingPolicy.DYNAMIC: each element at most once, whichever worker sends it.
+    rows = [dict(step=0, replica=0, source_id=0, service_worker=0), dict(step=1, replica=0, source_id=0,
+                                                                          service_worker=1)]
+    d = vizdist.diagnose(read_trace(rows, "DYNAMIC"))
+    dup = d[d["code"] == "duplicate-elements"].iloc[0]
+    assert dup["severity"] == "error" and "job_name" in dup["message"]
+
+
+def test_parallel_epochs_read_with_unknown_workers_explains_the_copies_without_error():
+    rows = [dict(step=s, replica=0, source_id=i, service_worker=-1) for s, i in enumerate([0, 1, 0, 1])]
+    d = vizdist.diagnose(read_trace(rows, "OFF"))
+    assert {"service-copies", "service-no-worker-attribution"} <= set(d["code"]), d
+    assert "duplicate-elements" not in d["code"].tolist() and (d["severity"] != "error").all()
+
+
+def test_watch_trace_of_a_service_read_has_no_worker_column_and_no_error():
+    rows = [dict(step=s, replica=0, source_id=i) for s, i in enumerate([0, 1, 0, 1])]
+    d = vizdist.diagnose(read_trace(rows, "OFF", provenance="fingerprint"))
+    assert "service-copies" in d["code"].tolist() and (d["severity"] != "error").all(), d

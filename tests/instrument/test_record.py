@@ -58,6 +58,20 @@ def test_chunked_decoding_equals_decoding_everything_at_once(tf, monkeypatch):
     assert e["position"].tolist() == [p for b in batches for p in range(len(b))]
 
 
+def test_more_decoded_columns_become_element_columns_chunk_by_chunk(monkeypatch):
+    # A decoder may give more int columns than the standard ones (decode_tags: service_worker).
+    def decode(tags):
+        return {"source_id": tags % 100, "service_worker": tags // 100}
+
+    monkeypatch.setattr(record, "DECODE_CHUNK", 3)  # several chunks
+    rec = Recorder(decode=decode)
+    for s, tags in enumerate([[5, 106], [7, 108, 9], [110]]):
+        rec.add(s, 0, tags=np.array(tags), device="/device:CPU:0")
+    e, _ = rec.tables()
+    assert e["source_id"].tolist() == [5, 6, 7, 8, 9, 10]
+    assert e["service_worker"].tolist() == [0, 1, 0, 1, 0, 1]
+
+
 def test_text_columns_are_categorical_and_survive_the_trace_and_parquet(tmp_path):
     rec = Recorder(worker=0)
     for s in range(3):

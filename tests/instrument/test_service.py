@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import itertools
 import socket
 import threading
 
@@ -364,3 +365,186 @@ def test_isolated_service_is_unreachable_from_the_network_and_traces_the_same(tf
     cols = ["source_id", "worker", "position"]  # step is the arrival index: it varies run to run
     same = [t.elements[cols].sort_values(cols).values.tolist() for t in traces.values()]
     assert same[0] == same[1]
+
+
+# -- your own service pipeline (distribute / register_dataset + from_dataset_id) through trace_distribution --
+@pytest.fixture(scope="module")
+def open_service(tf):
+    """A LocalDataService this process can read with its own pipeline (isolate=False), 2 worker processes."""
+    s = vizdist.LocalDataService(workers=2, isolate=False, progress=False)
+    yield s
+    s.close()
+
+
+def delivered(t):
+    """(value the replica got, its trace row) per element, from step_fn=lambda v: v results."""
+    import json
+
+    out = []
+    e = t.elements.sort_values(["step", "replica", "position"], kind="stable")
+    for (s, r), rows in e.groupby(["step", "replica"]):
+        b = t.batches[(t.batches.step == s) & (t.batches.replica == r)]
+        out += list(zip(json.loads(b["result"].iloc[0]), rows.to_dict("records"), strict=True))
+    return out
+
+
+def plain_values(tf, ds):
+    """Every value plain TF delivers (each batch flattened)."""
+    return [int(v) for b in ds.as_numpy_iterator() for v in np.atleast_1d(b)]
+
+
+def test_own_parallel_epochs_pipeline_shows_each_element_once_per_worker(tf, open_service, mirrored):
+    svc = tf.data.experimental.service
+    ds = tf.data.Dataset.range(8).map(lambda x: x * 10).apply(svc.distribute("parallel_epochs", open_service.target))
+    plain = collections.Counter(plain_values(tf, ds.batch(4)))
+    t = vizdist.trace_distribution(mirrored, ds.batch(4), step_fn=lambda v: v)
+    rows = delivered(t)
+    # Exact: every value a replica got is 10 x the source id of its row, and the copies are plain TF's.
+    assert all(v == 10 * row["source_id"] for v, row in rows)
+    assert collections.Counter(v for v, _ in rows) == plain == collections.Counter({10 * i: 2 for i in range(8)})
+    per_id = t.elements.groupby("source_id")["service_worker"].agg(sorted)
+    assert per_id.tolist() == [[0, 1]] * 8  # one copy from each worker process
+    assert t.meta["provenance"] == "tagged" and t.meta["services"][0]["exact"] is True
+    assert t.meta["services"][0]["sharding_policy"] == "OFF" and t.meta["services"][0]["num_workers"] == 2
+    d = vizdist.diagnose(t)
+    assert "service-copies" in d["code"].tolist() and (d["severity"] != "error").all(), d
+
+
+def test_own_register_and_from_dataset_id_pipeline_under_distributed_epoch(tf, open_service, mirrored):
+    svc = tf.data.experimental.service
+    dataset_id = svc.register_dataset(open_service.target, tf.data.Dataset.range(12))
+    ds = svc.from_dataset_id("distributed_epoch", open_service.target, dataset_id).batch(4)
+    plain = collections.Counter(plain_values(tf, ds))
+    t = vizdist.trace_distribution(mirrored, ds, step_fn=lambda v: v)
+    rows = delivered(t)
+    assert all(v == row["source_id"] for v, row in rows)
+    assert collections.Counter(v for v, _ in rows) == plain == collections.Counter(range(12))
+    assert set(t.elements["service_worker"]) <= {0, 1}
+    d = vizdist.diagnose(t)
+    assert not d["code"].str.startswith("service-").any() and (d["severity"] != "error").all(), d
+
+
+def test_own_readers_sharing_a_job_name_share_it_in_the_trace(tf, open_service):
+    svc = tf.data.experimental.service
+    dataset_id = svc.register_dataset(open_service.target, tf.data.Dataset.range(16))
+
+    def dataset_fn(ctx):  # every replica's pipeline reads one shared job
+        return svc.from_dataset_id("distributed_epoch", open_service.target, dataset_id, job_name="shared").batch(2)
+
+    # Plain TF, two readers of one job: together they deliver each element once.
+    readers = [iter(dataset_fn(None)), iter(dataset_fn(None))]
+    plain = []
+    for r in itertools.cycle(readers):
+        try:
+            plain += next(r).numpy().tolist()
+        except StopIteration:
+            break
+    plain += [int(v) for r in readers for b in r for v in b.numpy()]
+    options = tf.distribute.InputOptions(
+        experimental_replication_mode=tf.distribute.InputReplicationMode.PER_REPLICA,
+        experimental_fetch_to_device=False)
+    # A strategy of its own: in TF 2.21 a PER_REPLICA run leaves a MirroredStrategy reading one copy of
+    # every later experimental_distribute_dataset per replica (mirrored_strategy._input_workers_with_options).
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    t = vizdist.trace_distribution(strategy, dataset_fn=dataset_fn, options=options, step_fn=lambda v: v)
+    assert all(v == row["source_id"] for v, row in delivered(t))
+    assert sorted(t.elements["source_id"]) == sorted(plain) == list(range(16))
+    read = t.meta["services"][0]
+    assert read["job_name"].endswith("/shared") and read["traced_job_name"].startswith(read["job_name"])
+    assert (vizdist.diagnose(t)["severity"] != "error").all()
+
+
+def test_own_pipeline_on_a_plain_tf_service_says_the_worker_is_unknown(tf, plain, mirrored):
+    svc = tf.data.experimental.service
+    ds = tf.data.Dataset.range(6).apply(svc.distribute("parallel_epochs", plain.target)).batch(4)
+    want = collections.Counter(plain_values(tf, ds))
+    t = vizdist.trace_distribution(mirrored, ds, step_fn=lambda v: v)
+    rows = delivered(t)
+    assert all(v == row["source_id"] for v, row in rows)
+    assert collections.Counter(v for v, _ in rows) == want == collections.Counter({i: 2 for i in range(6)})
+    assert (t.elements["service_worker"] == -1).all()
+    assert t.meta["services"][0]["worker_attribution"].startswith("unknown")
+    d = vizdist.diagnose(t)
+    assert {"service-copies", "service-no-worker-attribution"} <= set(d["code"]) and (d["severity"] != "error").all()
+
+
+def test_own_service_read_vizdist_did_not_see_is_labelled_positional(tf, plain, mirrored):
+    from vizdist.instrument.service import registry
+
+    svc = tf.data.experimental.service
+    registry.uninstall()
+    try:  # as if the pipeline had been built before vizdist was loaded
+        ds = tf.data.Dataset.range(6).apply(svc.distribute("parallel_epochs", plain.target)).batch(4)
+    finally:
+        registry.install()
+    want = collections.Counter(plain_values(tf, ds))
+    t = vizdist.trace_distribution(mirrored, ds, step_fn=lambda v: v)
+    assert collections.Counter(v for v, _ in delivered(t)) == want  # the values stay exact
+    assert t.meta["provenance"] == "positional" and "did not see" in t.meta["provenance_note"]
+    d = vizdist.diagnose(t)
+    assert "provenance-positional" in d["code"].tolist() and (d["severity"] != "error").all()
+
+
+def test_own_distributed_epoch_over_enumerated_source_is_labelled(tf, plain, mirrored):
+    # from_tensors is numbered with enumerate(); under DYNAMIC the dispatcher would split the numbering
+    # and the data separately, so the read is numbered by position instead, and says so.
+    svc = tf.data.experimental.service
+    ds = tf.data.Dataset.from_tensors(tf.constant(5, tf.int64)).repeat(6)
+    ds = ds.apply(svc.distribute("distributed_epoch", plain.target)).batch(4)
+    want = collections.Counter(plain_values(tf, ds))
+    t = vizdist.trace_distribution(mirrored, ds, step_fn=lambda v: v)
+    assert collections.Counter(v for v, _ in delivered(t)) == want
+    assert t.meta["provenance"] == "positional" and "distributed_epoch" in t.meta["provenance_note"]
+    assert (vizdist.diagnose(t)["severity"] != "error").all()
+
+
+def test_watch_over_own_service_pipeline_explains_the_copies(tf, open_service, mirrored):
+    svc = tf.data.experimental.service
+    ds = tf.data.Dataset.range(8).apply(svc.distribute("parallel_epochs", open_service.target)).batch(4)
+    w = vizdist.watch(mirrored.experimental_distribute_dataset(ds))
+    seen = [int(v) for batch in w for part in mirrored.experimental_local_results(batch) for v in part.numpy()]
+    assert sorted(seen) == sorted(t for t in list(range(8)) * 2)
+    t = w.trace
+    assert sorted(t.elements["source_id"]) == sorted(seen)  # ids are the values (watch reads content)
+    d = vizdist.diagnose(t)
+    assert "service-copies" in d["code"].tolist() and (d["severity"] != "error").all(), d
+
+
+def test_own_pipeline_on_a_closed_dispatcher_is_a_clear_error(tf, mirrored):
+    svc = tf.data.experimental.service
+    d = svc.DispatchServer()
+    w = svc.WorkerServer(svc.WorkerConfig(dispatcher_address=d.target.split("://")[1]))
+    ds = tf.data.Dataset.range(4).apply(svc.distribute("parallel_epochs", d.target)).batch(4)
+    w._stop()
+    d._stop()
+    with pytest.raises(TracingError, match=r"no tf\.data service dispatcher answers"):
+        vizdist.trace_distribution(mirrored, ds)
+
+
+def test_own_pipeline_on_an_isolated_service_is_refused_not_hung(tf, service):
+    if not service.isolated:
+        pytest.skip("user + network namespaces are unavailable here, so the service is reachable")
+    svc = tf.data.experimental.service
+    ds = tf.data.Dataset.range(8)
+    calls = {
+        "distribute": lambda: ds.apply(svc.distribute("parallel_epochs", service.target)),
+        "register_dataset": lambda: svc.register_dataset(service.target, ds),
+        "from_dataset_id": lambda: svc.from_dataset_id("parallel_epochs", service.target, "0",
+                                                       element_spec=ds.element_spec),
+    }
+    for name, call in calls.items():
+        outcome = {}
+
+        def run(call=call, outcome=outcome):
+            try:
+                call()
+            except Exception as exc:  # the test checks which
+                outcome["error"] = exc
+
+        th = threading.Thread(target=run, daemon=True)
+        th.start()
+        th.join(60)  # TensorFlow itself would wait forever for this dispatcher
+        assert not th.is_alive(), f"{name} hung on an isolated service's target"
+        assert isinstance(outcome.get("error"), TracingError), (name, outcome)
+        msg = str(outcome["error"])
+        assert "service.trace(" in msg and "isolate=False" in msg

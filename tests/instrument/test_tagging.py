@@ -133,9 +133,12 @@ def test_traced_run_yields_what_untraced_run_yields(tf, strategies, spec):
 
 def test_shuffle_without_seed_under_global_seed_keeps_order(tf, strategies):
     tf.random.set_seed(7)
-    ds = tf.data.Dataset.range(30).shuffle(30).batch(6)
-    expected = raw_values(tf, strategies[3], ds)
-    t = vizdist.trace_distribution(strategies[3], ds, step_fn=lambda v: v)
+    try:
+        ds = tf.data.Dataset.range(30).shuffle(30).batch(6)
+        expected = raw_values(tf, strategies[3], ds)
+        t = vizdist.trace_distribution(strategies[3], ds, step_fn=lambda v: v)
+    finally:
+        tf.random.set_seed(None)  # later tests (and other processes they compare with) see no global seed
     got = [[json.loads(r) for r in t.batches[t.batches.step == s].sort_values("replica")["result"]]
            for s in t.steps]
     assert got == expected

@@ -96,6 +96,39 @@ def _csv(tf: Any, tmp: Path) -> Any:
     return tf.data.experimental.CsvDataset(_files(tmp, "csv"), [tf.int64, tf.int64]).batch(4)
 
 
+_SERVICE: dict[str, Any] = {}
+
+
+def _service(tf: Any) -> str:
+    """A plain in-process tf.data service (dispatcher + one worker), started on first use.
+
+    With one worker the service delivers elements in a fixed order, so the plain and the traced run
+    can be compared step by step (two workers interleave differently each run: see test_service.py).
+    """
+    if not _SERVICE:
+        svc = tf.data.experimental.service
+        _SERVICE["dispatcher"] = d = svc.DispatchServer()
+        _SERVICE["worker"] = svc.WorkerServer(svc.WorkerConfig(dispatcher_address=d.target.split("://")[1]))
+    return _SERVICE["dispatcher"].target
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_service():
+    yield
+    for name in ("worker", "dispatcher"):
+        if name in _SERVICE:
+            _SERVICE.pop(name)._stop()
+
+
+def _distributed(tf: Any, ds: Any) -> Any:
+    return ds.apply(tf.data.experimental.service.distribute("parallel_epochs", _service(tf)))
+
+
+def _from_dataset_id(tf: Any, ds: Any) -> Any:
+    svc = tf.data.experimental.service
+    return svc.from_dataset_id("parallel_epochs", _service(tf), svc.register_dataset(_service(tf), ds))
+
+
 def _fill(tf: Any, x: Any) -> Any:
     return tf.fill([x % 3 + 1], x)
 
@@ -172,6 +205,10 @@ def _cases() -> list[Case]:
         Case("prefetch", lambda tf, _: r(tf).batch(8).prefetch(2), _id),
         Case("apply", lambda tf, _: r(tf).apply(lambda d: d.map(lambda x: x * 10)).batch(8),
              lambda v: {"source_id": v // 10}),
+        Case("tf.data service: apply(distribute(...))", lambda tf, _: _distributed(
+            tf, r(tf).map(lambda x: x * 10)).batch(8), lambda v: {"source_id": v // 10}),
+        Case("tf.data service: register_dataset + from_dataset_id", lambda tf, _: _from_dataset_id(
+            tf, r(tf).shuffle(16, seed=3)).batch(8), _id),
     ]
 
 

@@ -1,4 +1,6 @@
-"""Findings for tf.data service traces (``LocalDataService.trace``).
+"""Findings for tf.data service traces (``LocalDataService.trace``), and for ``trace_distribution``
+traces of a pipeline that reads from the service (``meta["services"]``; the service worker of each
+element is then the ``service_worker`` column).
 
 The service makes different promises per sharding policy:
 
@@ -31,13 +33,73 @@ from typing import Any
 from vizdist.diagnose import Finding, check
 from vizdist.trace import Trace
 
-__all__ = ["service_attribution", "service_copies", "service_duplicates", "service_lost", "service_stall"]
+__all__ = ["copies_by_design", "service_attribution", "service_copies", "service_duplicates", "service_lost",
+           "service_stall"]
 
 _AT_MOST_ONCE = ("DYNAMIC", "FILE", "DATA", "FILE_OR_DATA")
 
 
 def _is_service(trace: Trace) -> bool:
     return trace.meta["kind"] == "data_service"
+
+
+def _reads(trace: Trace) -> list[dict[str, Any]]:
+    """The pipeline's reads from the service, in a distribution trace (``meta["services"]``)."""
+    if trace.meta["kind"] not in ("distribution", "multi_worker"):
+        return []
+    return list(trace.meta.get("services") or [])
+
+
+def _policy(trace: Trace) -> str:
+    """The sharding policy the elements went through ("" when the trace has no service in it)."""
+    if _is_service(trace):
+        return str(trace.meta.get("sharding_policy", ""))
+    reads = _reads(trace)
+    return str(reads[-1].get("sharding_policy", "")) if reads else ""
+
+
+def _worker_column(trace: Trace) -> str | None:
+    """Which ``elements`` column names the service worker (None: this trace has no service in it).
+
+    ``"service_worker"`` may be missing from a trace with service reads (``watch`` reads values): read it as -1.
+    """
+    if _is_service(trace):
+        return "worker"
+    return "service_worker" if _reads(trace) else None
+
+
+def _elements(trace: Trace) -> Any:
+    """The elements, with ``service_worker`` (-1, unknown) added where a trace with service reads lacks it."""
+    e = trace.elements
+    if _reads(trace) and "service_worker" not in e.columns:
+        e = e.assign(service_worker=-1)
+    return e
+
+
+def copies_by_design(trace: Trace) -> str:
+    """How a distribution trace's repeated ids relate to ``parallel_epochs`` copies (for the duplicate check).
+
+    ``""``: the pipeline makes no service copies; ``"per_worker"``: each element comes once from each
+    service worker and the ``service_worker`` column tells the copies apart; ``"unknown"``: copies are
+    expected but the worker of each is unknown, so a repeated id is no evidence of a duplicate.
+
+    Example:
+        >>> from vizdist.trace import Trace
+        >>> t = Trace.from_records(elements=[dict(source_id=0, service_worker=-1)] * 2,
+        ...                        meta={"services": [{"sharding_policy": "OFF"}]})
+        >>> copies_by_design(t)
+        'unknown'
+    """
+    if _is_service(trace) or _policy(trace) not in ("OFF", "HINT"):
+        return ""
+    e = _elements(trace)
+    col = _worker_column(trace)
+    known = col is not None and len(e) > 0 and bool((e[col] >= 0).all())
+    return "per_worker" if known and trace.meta.get("provenance", "tagged") == "tagged" else "unknown"
+
+
+def _element_keys(e: Any) -> list[str]:
+    return ["source_id"] + [c for c in ("source", "source_line", "epoch") if c in e.columns]
 
 
 def _ids(ids: list[int], limit: int = 12) -> str:
@@ -55,38 +117,49 @@ def _stopped(meta: dict[str, Any]) -> list[int]:
     return [int(s["worker"]) for s in meta.get("stopped_workers") or []]
 
 
+_BY_DESIGN = ("parallel_epochs makes every worker process the whole dataset, so each element comes once from "
+              "each worker. That is by design (duplicates are expected here). If the model should see each "
+              "element once per epoch, use processing_mode='distributed_epoch' (or a static sharding policy "
+              "such as DATA or FILE).")
+_NO_HINT = ("HINT shards only where the pipeline calls ds.shard(tf.data.experimental.SHARD_HINT, "
+            "tf.data.experimental.SHARD_HINT); this pipeline has none, so every worker read everything, as "
+            "with OFF. Add that shard call, or use DATA/FILE/DYNAMIC.")
+
+
+def _copy_places(e: Any, col: str, keys: list[str], key: Any) -> str:
+    """Where the copies of one element arrived: ``step s replica r (service worker w)`` each."""
+    rows = e[(e[keys] == list(key)).all(axis=1)] if len(keys) > 1 else e[e[keys[0]] == key]
+    return "; ".join(f"step {int(s)} replica {int(r)} from service worker {int(w) if w >= 0 else '?'}"
+                     for s, r, w in zip(rows["step"], rows["replica"], rows[col], strict=True))
+
+
 @check
 def service_copies(trace: Trace) -> Iterator[Finding]:
     """parallel_epochs (or HINT without hints): one copy per worker, as designed."""
-    meta = trace.meta
-    if not _is_service(trace) or meta.get("sharding_policy") not in ("OFF", "HINT"):
+    col, policy, e = _worker_column(trace), _policy(trace), _elements(trace)
+    if col is None or policy not in ("OFF", "HINT") or e.empty or (_is_service(trace) and (e[col] < 0).all()):
         return
-    e = trace.elements
-    if e.empty or (e["worker"] < 0).all():
-        return
-    per = e.groupby("source_id")["worker"].agg(["size", "nunique"])
-    if not (per["size"] > 1).any():
-        return
-    workers = sorted(int(w) for w in e["worker"].unique() if w >= 0)
+    keys = _element_keys(e) if not _is_service(trace) else ["source_id"]
+    per = e.groupby(keys)[col].agg(["size", "nunique"])
     multi = per[per["size"] > 1]
-    once_each = bool((multi["size"] == multi["nunique"]).all())
-    n = len(multi)
-    if meta.get("sharding_policy") == "OFF":
-        why = ("parallel_epochs makes every worker process the whole dataset, so each element comes once "
-               "from each worker. That is by design (duplicates are expected here). If the model should see "
-               "each element once per epoch, use processing_mode='distributed_epoch' (or a static "
-               "sharding policy such as DATA or FILE).")
-    else:
-        why = ("HINT shards only where the pipeline calls ds.shard(tf.data.experimental.SHARD_HINT, "
-               "tf.data.experimental.SHARD_HINT); this pipeline has none, so every worker read everything, "
-               "as with OFF. Add that shard call, or use DATA/FILE/DYNAMIC.")
-    how = "each copy from a different worker" if once_each else "some more than once from one worker"
-    times = sorted(set(int(v) for v in multi["size"]))
-    times_txt = " or ".join(map(str, times))
-    yield Finding("service-copies", "info",
-                  f"{n} of {len(per)} source elements arrived {times_txt} times ({how}; workers "
-                  f"{', '.join(map(str, workers))}): {why}",
-                  workers=workers)
+    if multi.empty:
+        return
+    workers = sorted(int(w) for w in e[col].unique() if w >= 0)
+    once_each = bool((multi["size"] == multi["nunique"]).all()) and bool((e[col] >= 0).all())
+    how = ("each copy from a different worker" if once_each else
+           "some more than once from one worker" if (e[col] >= 0).all() else "which worker sent each is unknown")
+    times = " or ".join(map(str, sorted(set(int(v) for v in multi["size"]))))
+    named = f"; workers {', '.join(map(str, workers))}" if workers else ""
+    text = (f"{len(multi)} of {len(per)} source elements arrived {times} times ({how}{named}): "
+            f"{_BY_DESIGN if policy == 'OFF' else _NO_HINT}")
+    if not _is_service(trace):
+        last = multi.index[-1]
+        text = (f"The pipeline reads from the tf.data service with {_mode(trace.meta | {'sharding_policy': policy})}. "
+                f"{text} Element {last if len(keys) == 1 else last[0]} arrived at: {_copy_places(e, col, keys, last)}."
+                + ("" if trace.meta.get("provenance", "tagged") == "tagged" else
+                   f" (Ids here are not exact: {trace.meta.get('provenance_note') or trace.meta.get('provenance')}; "
+                   "equal ids may be equal values.)"))
+    yield Finding("service-copies", "info", text, workers=workers)
 
 
 @check
@@ -207,11 +280,18 @@ def service_stall(trace: Trace) -> Iterator[Finding]:
 @check
 def service_attribution(trace: Trace) -> Iterator[Finding]:
     """Say so when the worker of each element could not be read."""
-    meta = trace.meta
-    if not _is_service(trace) or trace.elements.empty or not (trace.elements["worker"] < 0).all():
+    meta, col, e = trace.meta, _worker_column(trace), _elements(trace)
+    if col is None or e.empty or not (e[col] < 0).all():
         return
-    why = str(meta.get("worker_attribution") or "the workers hold no vizdist_worker_id file")
+    if _is_service(trace):
+        why = str(meta.get("worker_attribution") or "the workers hold no vizdist_worker_id file")
+        fix = "Run the workers as processes (LocalDataService(in_process=False), the default)"
+    else:
+        why = "; ".join(sorted({str(r.get("worker_attribution") or "unknown").removeprefix("unknown: ")
+                                for r in _reads(trace)}))
+        fix = ("Read from a vizdist.LocalDataService(isolate=False) (its workers are processes that know their "
+               "id)")
     yield Finding(
         "service-no-worker-attribution", "info",
-        f"The worker of each element is unknown ({why}). Run the workers as processes "
-        "(LocalDataService(in_process=False), the default) to see which worker produced what.")
+        f"The tf.data service worker of each element is unknown ({why}). {fix} to see which worker produced "
+        "what.")

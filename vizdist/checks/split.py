@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 
+from vizdist.checks.service import copies_by_design
 from vizdist.diagnose import Finding, check
 from vizdist.trace import Trace
 
@@ -112,10 +113,14 @@ def duplicate_elements(trace: Trace) -> Iterator[Finding]:
     if e.empty:
         return
     flags: dict[str, Any] = trace.meta.get("pipeline_flags") or {}
+    copies = copies_by_design(trace)  # tf.data service parallel_epochs: one copy per service worker
+    if copies == "unknown":
+        return  # service-copies explains them; which copy came from which worker is unknown
     # An element is (source, id, part/line, epoch). Traces without an epoch column: with repeat() an
     # element legitimately comes back in a later epoch, so only the same step counts as a duplicate.
     keys = ["worker", "source", "source_id"] + [c for c in ("source_line", "epoch") if c in e.columns]
     keys += ["step"] if flags.get("repeat") and "epoch" not in e.columns else []
+    keys += ["service_worker"] if copies == "per_worker" else []
     counts = e.groupby(keys)["replica"].agg(["size", "nunique"]).reset_index()
     dup = counts[counts["size"] > 1]
     if dup.empty:
@@ -141,6 +146,11 @@ def duplicate_elements(trace: Trace) -> Iterator[Finding]:
             f"dataset_fn was called for {len(contexts)} input pipelines but builds the same data in each "
             "(it ignores its InputContext), so every pipeline reads every element. Fix: in dataset_fn, add "
             "ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id) before batching."
+        )
+    elif trace.meta.get("services"):
+        cause = (
+            "the pipeline reads from the tf.data service and each reader made its own job (readers that should "
+            "share the data need one job_name), or the pipeline yields these elements more than once."
         )
     else:
         cause = (

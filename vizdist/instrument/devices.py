@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from vizdist.instrument.service import registry as _service_registry
+
 __all__ = ["virtual_devices"]
+
+_service_registry.install()  # so a tf.data service pipeline built after this can be traced with real ids
 
 
 def _initialized() -> bool:

@@ -38,6 +38,8 @@ import tensorflow as tf
 
 from vizdist.errors import TracingError
 from vizdist.instrument.record import Recorder, num_workers, replica_devices, strategy_name, worker_position
+from vizdist.instrument.service import own as service_own
+from vizdist.instrument.service import registry as service_registry
 from vizdist.instrument.tagging import Untaggable, cardinality, decode_tags, tag_dataset
 from vizdist.trace import Trace
 
@@ -185,7 +187,8 @@ def _tag_global(strategy: Any, dataset: Any, steps: int | None) -> tuple[tf.data
             f"{strategy.num_replicas_in_sync} replicas along its first (batch) dimension. Batch it with "
             f"the global batch size first, e.g. dataset.batch({strategy.num_replicas_in_sync * 2})."
         )
-    info = tagged.info if tagged is not None else {"provenance": "fingerprint"}
+    info = tagged.info if tagged is not None else {"provenance": "fingerprint",
+                                                    "services": service_own.services_in(dataset)}
     ds = tagged.dataset if tagged is not None else dataset
     with contextlib.suppress(Exception), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # graph mode: TF warns that options are read the legacy way
@@ -251,7 +254,8 @@ def _distribute_function(strategy: tf.distribute.Strategy, dataset_fn: Callable[
     """``distribute_datasets_from_function`` with every pipeline tagged and its InputContext recorded."""
     traced_fn = _TaggingFn(dataset_fn, steps)
     try:
-        dist = strategy.distribute_datasets_from_function(traced_fn, options)
+        with service_registry.one_run():  # pipelines that share a tf.data service job share it traced
+            dist = strategy.distribute_datasets_from_function(traced_fn, options)
     except tf.errors.OpError as exc:
         raise _wrap_tf_error(exc, strategy, "distributing the dataset") from exc
     info, meta, known = traced_fn.summary(strategy)
@@ -602,6 +606,7 @@ def _input_meta(inp: _Input, dist: Any) -> dict[str, Any]:
         provenance=info.get("provenance", "tagged"), pipeline=info.get("pipeline", []),
         **({"provenance_note": "; ".join(info["provenance_notes"])} if info.get("provenance_notes") else {}),
         sources=info.get("sources", []),
+        **({"services": info["services"]} if info.get("services") else {}),
         pipeline_flags={k: info.get(k) for k in (
             "drop_remainder", "filter", "repeat", "take", "skip", "shard", "shuffle", "unbatch", "opaque")})
     try:
@@ -879,6 +884,10 @@ class Watch:
         self._reader = _StepReader(self._strategy, info={}, tagged=False)
         self._step = 0
         self._meta = _base_meta(self._strategy, "watch")
+        services = service_own.services_in(getattr(dist_dataset, "_original_dataset", None))
+        if services:  # ids are values here: the service's copies are explained, not told apart
+            self._meta["services"] = [dict(s, worker_attribution="unknown: watch reads values, not tags",
+                                           note="ids are the element values (watch)") for s in services]
 
     def __iter__(self) -> Iterator[Any]:
         for element in self._dist:

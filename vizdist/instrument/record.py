@@ -402,6 +402,7 @@ class Recorder:
         ordered["consumer"] = np.full(total, -1, dtype=np.int64)
         ordered["replica_device"] = pd.Categorical.from_codes(codes["replica_device"],
                                                               categories=cats["replica_device"].categories)
+        ordered.update({k: v for k, v in cols.items() if k not in _BUILT})
         for k, parts in self._e_extra.items():
             ordered[k] = np.concatenate([p if p is not None else np.full(c, None) for p, c in zip(parts, counts, strict=True)])
         frame = pd.DataFrame(ordered, copy=False)
@@ -452,11 +453,15 @@ class Recorder:
             for k in ("source", "source_line", "epoch"):
                 if k in given:
                     cols[k][part] = np.asarray(given[k], dtype=np.int64)
+            for k in set(given).difference(_DECODED):  # more int columns a decoder gives (service_worker)
+                cols.setdefault(k, np.full(len(files.codes), -1, dtype=np.int64))[part] = given[k]
             if "source_file" in given:
                 files.fill(part, given["source_file"])
 
 
 _RELEASED = np.zeros(0, dtype=np.int64)
+_DECODED = {"source", "source_id", "source_line", "epoch", "source_file"}
+_BUILT = {"step", "replica", "worker", "source_id", "source", "source_line", "epoch", "position"}
 
 
 def _int64_vector(values: Any) -> np.ndarray:

@@ -26,8 +26,13 @@ Tag layout (one int64, ``source << 56 | local``): the low ``id_bits`` of ``local
 above them, per source, ``parts`` (the position of an output inside the dataset a
 ``flat_map``/``interleave`` function returned, decoded as ``source_line``) and one field per
 ``repeat`` holding the epoch (which repetition; ``scan`` over the position after ``repeat``, exact
-whenever one pass has a known length). ``info["sources"]`` records the layout;
+whenever one pass has a known length), and, through a tf.data service read, ``service_worker``
+(the worker's id + 1, read on the worker; 0: unknown). ``info["sources"]`` records the layout;
 :func:`decode_tags` reads it back with numpy.
+
+A read from the tf.data service (``distribute``, ``from_dataset_id``) keeps the real id too: the
+dataset it serves (recorded by :mod:`vizdist.instrument.service.registry`) is tagged, registered with
+the same dispatcher and read with the same arguments (:mod:`vizdist.instrument.service.own`).
 
 Every transformation of the ``tf.data.Dataset`` API keeps the real id
 (see the README's generated table and ``tests/instrument/test_transformations.py``), except:
@@ -59,7 +64,12 @@ from tensorflow.python.data.util import structure
 from tensorflow.python.framework import tensor_util
 from tensorflow.python.util import variable_utils
 
+from vizdist.instrument.service import own as service_own
+from vizdist.instrument.service import registry as service_registry
+
 __all__ = ["SOURCE_SHIFT", "Tagged", "Untaggable", "cardinality", "decode_tags", "tag_dataset", "tensor_value"]
+
+service_registry.install()  # see which datasets the user's own tf.data service reads serve
 
 SOURCE_SHIFT = 56
 LOCAL_MASK = (1 << SOURCE_SHIFT) - 1
@@ -259,7 +269,7 @@ def _is_generator(ds: Any) -> bool:
 
 def _used_bits(source: dict[str, Any]) -> int:
     """Local bits a source's tags use so far (its id, parts and epoch fields)."""
-    fields = [source.get("parts") or {}, *source.get("epochs", [])]
+    fields = [source.get("parts") or {}, source.get("service_worker") or {}, *source.get("epochs", [])]
     return max([source.get("id_bits", SOURCE_SHIFT)] + [f["shift"] + f["bits"] for f in fields if f])
 
 
@@ -288,6 +298,7 @@ class _Builder:
         self.ops: list[str] = []
         self.ambiguities: list[str] = []
         self.positional: list[str] = []
+        self.services: list[dict[str, Any]] = []
         self.flags: dict[str, Any] = {
             "global_batch_size": None, "drop_remainder": None, "batched": False,
             "filter": False, "repeat": False, "take": False, "skip": False, "shard": False,
@@ -632,6 +643,47 @@ class _Builder:
         self.ops.append(f"{name} (ids number its output)")
         return self._enumerate(ds, "opaque", op=name)
 
+    def _service(self, ds: Any) -> tf.data.Dataset:
+        """A read from the tf.data service: the dataset it serves, tagged, registered and read the same way
+        (:mod:`vizdist.instrument.service.own`); numbered by position, and labelled, where that cannot be."""
+        read, entry = service_registry.read_of(ds), service_own.describe(ds)
+        self.services.append(entry)
+        if read is None or read.registration is None:
+            return self._service_positional(ds, entry, service_own.NOT_SEEN)
+        mark = self._mark()
+        up = self.build(read.registration.dataset)
+        srcs = self.sources[mark[0]:]
+        enumerated = sorted({str(s["kind"]) for s in srcs if s.get("id_is") == "index" and s["kind"] != "slices"})
+        if entry["sharding_policy"] == "DYNAMIC" and enumerated:
+            self._undo(mark)
+            return self._service_positional(ds, entry, service_own.dynamic_note(enumerated))
+        where = service_own.worker_field(entry, max((_used_bits(s) for s in srcs), default=0), SOURCE_SHIFT)
+        if where is not None and srcs:
+            for s in srcs:
+                s["service_worker"] = where
+            up = service_own.stamp_worker(up, where)
+        self.ops.append(f"tf.data service ({entry['processing_mode'] or 'ShardingPolicy.' + entry['sharding_policy']})")
+        return service_own.reread(read, up, entry)
+
+    def _mark(self) -> tuple[Any, ...]:
+        """Where the builder stands (to :meth:`_undo` a sub-build)."""
+        return len(self.sources), len(self.ops), len(self.ambiguities), len(self.positional), dict(self.flags)
+
+    def _undo(self, mark: tuple[Any, ...]) -> None:
+        n_src, n_ops, n_amb, n_pos, flags = mark
+        del self.sources[n_src:], self.ops[n_ops:], self.ambiguities[n_amb:], self.positional[n_pos:]
+        self.flags.clear()
+        self.flags.update(flags)
+
+    def _service_positional(self, ds: Any, entry: dict[str, Any], why: str) -> tf.data.Dataset:
+        entry["note"] = why
+        if not service_own.scalar_elements(ds):
+            raise Untaggable(f"a tf.data service read whose elements are not scalars (they may be batches), and {why}")
+        self.flags["opaque"] = True
+        self.positional.append(f"tf.data service read ({why})")
+        self.ops.append("tf.data service (ids number its output)")
+        return self._enumerate(ds, "opaque", op="DataServiceDataset")
+
     # -- several inputs -----------------------------------------------------
     def _zip(self, ds: Any) -> tf.data.Dataset:
         """zip (and enumerate, which zips a counter in front): ids from the first non-counter dataset."""
@@ -669,7 +721,7 @@ class _Builder:
                                                                  ds._stop_on_empty_dataset)
 
 
-_SOURCES = {_Builder._range, _Builder._slices, _Builder._tensors, _Builder._file_reader}
+_SOURCES = {_Builder._range, _Builder._slices, _Builder._tensors, _Builder._file_reader, _Builder._service}
 _MULTI = {"_ZipDataset", "_DirectedInterleaveDataset"}
 _HANDLERS: dict[str, Any] = {
     "_RangeDataset": _Builder._range, "_TensorSliceDataset": _Builder._slices,
@@ -687,7 +739,7 @@ _HANDLERS: dict[str, Any] = {
     "_TakeDataset": _Builder._count_op, "_SkipDataset": _Builder._count_op,
     "_PrefetchDataset": _Builder._prefetch, "CacheDataset": _Builder._cache, "_CacheDataset": _Builder._cache,
     "_ShardDataset": _Builder._shard, "_RestructuredDataset": _Builder._restructure,
-    "_OptionsDataset": _Builder._options,
+    "_OptionsDataset": _Builder._options, "_DataServiceDatasetV2": _Builder._service,
 }
 
 
@@ -714,11 +766,14 @@ def tag_dataset(dataset: tf.data.Dataset) -> Tagged:
     if not isinstance(dataset, tf.data.Dataset):
         raise TypeError(f"tag_dataset takes a tf.data.Dataset; got {type(dataset).__name__}.")
     b = _Builder()
-    tagged = b.build(dataset)
+    with service_registry.one_run():
+        tagged = b.build(dataset)
     notes = [f"{op}: ids number its output elements (their position), not the source elements that made them"
              for op in b.positional] + b.ambiguities
     provenance = "positional" if b.positional else "ambiguous" if b.ambiguities else "tagged"
     info = {"provenance": provenance, "provenance_notes": notes, "sources": b.sources, "pipeline": b.ops, **b.flags}
+    if b.services:
+        info["services"] = b.services
     return Tagged(dataset=tagged, info=info)
 
 
@@ -743,6 +798,7 @@ def decode_tags(tags: Any, info: dict[str, Any]) -> dict[str, np.ndarray]:
     source_file: np.ndarray = np.full(tags.shape, "", dtype=object)
     source_line = np.full(tags.shape, -1, dtype=np.int64)
     present = np.unique(source) if tags.size else np.zeros(0, np.int64)
+    worker = np.full(tags.shape, -1, dtype=np.int64) if info.get("services") else None
     for s in info.get("sources", []):
         if s["index"] not in present:
             continue
@@ -757,14 +813,20 @@ def decode_tags(tags: Any, info: dict[str, Any]) -> dict[str, np.ndarray]:
             ep += ((loc >> f["shift"]) & ((1 << f["bits"]) - 1)) * scale
             scale *= max(int(f.get("count") or 1), 1)
         epoch[mask] = ep
+        sw = s.get("service_worker")
+        if sw and worker is not None:
+            worker[mask] = ((loc >> sw["shift"]) & ((1 << sw["bits"]) - 1)) - 1
         parts = s.get("parts")
         if parts:
             source_line[mask] = (loc >> parts["shift"]) & ((1 << parts["bits"]) - 1)
         if s.get("id_is") == "file_line":
             source_line[mask] = ids & ((1 << LINE_BITS) - 1)
             source_file[mask] = _file_names(s, ids >> LINE_BITS)
-    return {"source": source, "source_id": source_id, "source_file": source_file, "source_line": source_line,
-            "epoch": epoch}
+    out = {"source": source, "source_id": source_id, "source_file": source_file, "source_line": source_line,
+           "epoch": epoch}
+    if worker is not None:
+        out["service_worker"] = worker  # the tf.data service worker (-1: unknown), with a service read
+    return out
 
 
 def _file_names(source: dict[str, Any], index: np.ndarray) -> np.ndarray:

@@ -30,7 +30,10 @@ The parts, one job each:
 * :mod:`.consume` — consumer threads and the stall watchdog;
 * :mod:`.rows` — the trace rows;
 * :mod:`.host` — the consumer process (and dispatcher);
-* :mod:`.remote` — talking to it; :mod:`.inprocess` — ``in_process=True``.
+* :mod:`.remote` — talking to it; :mod:`.inprocess` — ``in_process=True``;
+* :mod:`.registry` — what this process registered with and read from a service (and which
+  ``LocalDataService`` answers at an address); :mod:`.own` — your own ``distribute(...)`` /
+  ``from_dataset_id`` pipeline, traced with real ids by ``vizdist.trace_distribution``.
 
 Example:
     >>> import vizdist, tensorflow as tf                      # doctest: +SKIP

@@ -7,16 +7,14 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import time
 import warnings
-import weakref
 from pathlib import Path
 from typing import Any
 
 from vizdist.errors import TracingError
 from vizdist.instrument.cluster import ISOLATION_HINT, IsolationWarning, start_namespace
-from vizdist.instrument.service import inprocess, options, pipeline
+from vizdist.instrument.service import inprocess, options, pipeline, registry
 from vizdist.instrument.service.consume import Plan
 from vizdist.instrument.supervisor import (
     Child,
@@ -29,7 +27,7 @@ from vizdist.instrument.supervisor import (
 )
 from vizdist.trace import Trace
 
-_LIVE: weakref.WeakSet[LocalDataService] = weakref.WeakSet()
+_LIVE = registry.LIVE  # every open LocalDataService (registry finds one by its address)
 
 
 @atexit.register
@@ -37,21 +35,6 @@ def _close_all() -> None:  # pragma: no cover - runs at interpreter exit
     for s in list(_LIVE):
         with contextlib.suppress(Exception):
             s.close()
-
-
-def _check_reachable(address: str, timeout: float = 5.0) -> None:
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"dispatcher must look like 'host:port' or 'grpc://host:port'; got {address!r}.")
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
-            pass
-    except OSError as exc:
-        raise TracingError(
-            f"no tf.data service dispatcher answers at {address} ({exc}). Start one "
-            "(tf.data.experimental.service.DispatchServer, or vizdist.LocalDataService() without "
-            "dispatcher=...) or fix the address."
-        ) from None
 
 
 def _cpu_count_configured() -> int:
@@ -90,7 +73,11 @@ class LocalDataService:
         isolate: (default) run the dispatcher, the workers and the consumer
             in one private network namespace with only loopback, so no other
             machine (nor this one) can connect to the servers; ``False`` lets
-            them listen on every interface as TensorFlow does.
+            them listen on every interface as TensorFlow does. Your own
+            pipeline in this process (``distribute(..., service.target)``)
+            needs ``False``: an isolated dispatcher is refused with an error
+            (TensorFlow would wait for it forever). ``vizdist.trace_distribution``
+            then traces that pipeline with real ids and the worker of each element.
         max_workers: refuse more worker processes than this (default: 4 per
             core, at least 8); raise it to start more on purpose.
 
@@ -133,7 +120,8 @@ class LocalDataService:
         self._workers: list[Child] = []
         self._local: inprocess.Servers | None = None
         if self.external:
-            _check_reachable(self.address)
+            registry.check_reachable(self.address)
+        registry.install()
         _LIVE.add(self)
         try:
             self._start()
@@ -224,7 +212,13 @@ class LocalDataService:
 
     @property
     def target(self) -> str:
-        """The ``grpc://host:port`` target of the dispatcher (inside the namespace when isolated)."""
+        """The ``grpc://host:port`` target of the dispatcher (inside the namespace when isolated).
+
+        With ``isolate=True`` (the default) only :meth:`trace` can reach it: a
+        pipeline built in this process with ``distribute(..., service.target)``
+        is refused with an error that says so (TensorFlow would wait forever).
+        Use ``LocalDataService(isolate=False)`` to read it with your own pipeline.
+        """
         return f"grpc://{self.address}"
 
     @property

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from vizdist.errors import TracingError
-from vizdist.instrument._service_worker import WORKER_ID_FILE
+from vizdist.instrument.service.own import worker_id_tensor
 
 _MAX_EXPECTED = 200_000
 _STATIC = ("FILE", "DATA", "FILE_OR_DATA", "HINT")
@@ -26,16 +26,6 @@ class Pipeline:
     dataset: Any
     info: dict[str, Any]
     expected: list[int] | None
-
-
-def worker_id_tensor(tf: Any) -> Any:
-    """The id of the worker process running this pipeline (-1 when unknown)."""
-    found = tf.io.matching_files(WORKER_ID_FILE)
-    return tf.cond(
-        tf.size(found) > 0,
-        lambda: tf.strings.to_number(tf.strings.strip(tf.io.read_file(found[0])), tf.int64),
-        lambda: tf.constant(-1, tf.int64),
-    )
 
 
 def _refuse_enumerated_under_dynamic(policy: str, info: dict[str, Any]) -> None:
