@@ -9,6 +9,9 @@ BIN    := $(VENV)/bin
 # TF=gpu installs TensorFlow with CUDA (make TF=gpu); default is the CPU build.
 TF     ?= cpu
 PORT   ?= 8888
+# Two pytest processes (most tests wait on TF start-up, worker processes or a browser); a module or
+# notebook stays in one process, in order (--dist loadscope). PYTEST_PARALLEL= runs them in one.
+PYTEST_PARALLEL ?= -n 2 --dist loadscope
 export TF_CPP_MIN_LOG_LEVEL := 3
 export TF_ENABLE_ONEDNN_OPTS := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
@@ -33,7 +36,7 @@ lab: setup
 test: setup
 	bash .ci/browser-deps
 	$(BIN)/python -m ruff check .
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL)
 
 notebooks: setup
 	$(BIN)/python .ci/run_notebooks.py $(or $(NB),notebooks/*.ipynb)

@@ -25,6 +25,8 @@ def main(paths: list[str]) -> int:
         client = NotebookClient(nb, timeout=600, kernel_name="python3",
                                 resources={"metadata": {"path": os.path.dirname(path) or "."}})
         client.execute()
+        for cell in nb.cells:  # run timestamps only churn the diff
+            cell.metadata.pop("execution", None)
         nbformat.write(nb, path)
         print(f"{path}: ran in {time.monotonic() - t0:.1f}s")
     return 0
