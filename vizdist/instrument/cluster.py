@@ -382,7 +382,7 @@ class LocalCluster:
                 traceback; ``partial_trace`` holds what was recorded (and
                 ``lost_tasks``).
         """
-        payload = _pickle_job(fn, args, kwargs)
+        payload = pickle_job(fn, args, kwargs)
         self._stop_run()
         job = temp_folder("vizdist-cluster-")
         self._dirs.append(job)
@@ -597,15 +597,16 @@ class LocalCluster:
         return f"LocalCluster(workers={self.workers}, ps={self.ps}, timeout={self.timeout:g})"
 
 
-def _pickle_job(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
+def pickle_job(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], *,
+               takes: str = "run() takes a callable fn(ctx, ...)", to: str = "the workers",
+               hint: str = "Define it as a plain function; pass data as arguments rather than open files or sessions.",
+               ) -> bytes:
+    """``(fn, args, kwargs)`` as cloudpickle bytes for a child process, or a TypeError that says what to do."""
     import cloudpickle
 
     if not callable(fn):
-        raise TypeError(f"run() takes a callable fn(ctx, ...); got {type(fn).__name__}.")
+        raise TypeError(f"{takes}; got {type(fn).__name__}.")
     try:
         return cloudpickle.dumps((fn, args, kwargs))
     except Exception as exc:
-        raise TypeError(
-            f"could not ship {getattr(fn, '__name__', fn)!r} to the workers with cloudpickle ({exc}). "
-            "Define it as a plain function; pass data as arguments rather than open files or sessions."
-        ) from exc
+        raise TypeError(f"could not ship {getattr(fn, '__name__', fn)!r} to {to} with cloudpickle ({exc}). {hint}") from exc

@@ -57,6 +57,7 @@ import tensorflow as tf
 from tensorflow.python.util import deprecation
 
 from vizdist.errors import TracingError
+from vizdist.instrument.cluster import pickle_job
 from vizdist.instrument.distribution import (
     DEFAULT_MAX_STEPS,
     _base_meta,
@@ -474,20 +475,6 @@ def _trace_tf1(strategy: Any, dataset: Any, input_fn: Any, step_fn: Any, steps: 
     return finished_trace(strategy, reader, loop, meta, cap=cap)
 
 
-def _pickled(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
-    import cloudpickle
-
-    if not callable(fn):
-        raise TypeError(f"run_in_graph_mode takes a callable; got {type(fn).__name__}.")
-    try:
-        return cloudpickle.dumps((fn, args, kwargs))
-    except Exception as exc:
-        raise TypeError(
-            f"could not ship {getattr(fn, '__name__', fn)!r} to the child process with cloudpickle ({exc}). "
-            "Define it as a plain function that builds its own strategy and dataset; pass data as arguments."
-        ) from exc
-
-
 def run_in_graph_mode(fn: Callable[..., Any], *args: Any, devices: int = 4, timeout: float = 180.0,
                       **kwargs: Any) -> Any:
     """Run ``fn(*args, **kwargs)`` in a fresh process in TF1 graph mode; return its Trace (or JSON value).
@@ -519,7 +506,9 @@ def run_in_graph_mode(fn: Callable[..., Any], *args: Any, devices: int = 4, time
 
     devices = check_count("devices", devices, minimum=1, owner="run_in_graph_mode")
     timeout = check_seconds("timeout", timeout)
-    payload = _pickled(fn, args, kwargs)
+    payload = pickle_job(fn, args, kwargs, takes="run_in_graph_mode takes a callable", to="the child process",
+                         hint="Define it as a plain function that builds its own strategy and dataset; "
+                              "pass data as arguments.")
     job = temp_folder("vizdist-graph-")
     env = dict(os.environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
