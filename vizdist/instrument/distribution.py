@@ -40,7 +40,7 @@ from vizdist.errors import TracingError
 from vizdist.instrument.record import Recorder, num_workers, replica_devices, strategy_name, worker_position
 from vizdist.instrument.service import own as service_own
 from vizdist.instrument.service import registry as service_registry
-from vizdist.instrument.tagging import Untaggable, cardinality, decode_tags, tag_dataset
+from vizdist.instrument.tagging import Untaggable, cardinality, decode_tags, tag_dataset, values_are_ids
 from vizdist.trace import Trace
 
 __all__ = ["DEFAULT_MAX_STEPS", "ITERATIONS", "Watch", "trace_distribution", "watch"]
@@ -146,6 +146,7 @@ class _Input:
     tagged: bool
     known_steps: int | None  # steps TF knows the data has (None: endless or unknown)
     meta: dict[str, Any] = field(default_factory=dict)
+    ids_in_values: bool = False  # tagged, but each value is its own tag: the user's dataset runs as built
 
 
 def _wrap_tf_error(exc: BaseException, strategy: tf.distribute.Strategy, what: str) -> TracingError:
@@ -172,8 +173,13 @@ def _cardinality(ds: Any) -> int | None:
     return n if n >= 0 else None
 
 
-def _tag_global(strategy: Any, dataset: Any, steps: int | None) -> tuple[tf.data.Dataset, _Input]:
-    """The dataset to distribute (tagged, or as built when it cannot be tagged) and what vizdist learnt."""
+def _tag_global(strategy: Any, dataset: Any, steps: int | None, *,
+                ids_in_values: bool = False) -> tuple[tf.data.Dataset, _Input]:
+    """The dataset to distribute (tagged, or as built when it cannot be tagged) and what vizdist learnt.
+
+    ``ids_in_values``: where every value is its own tag (:func:`values_are_ids`), distribute the
+    user's dataset as built and read the tags from the values (the caller's loop must know).
+    """
     dataset = _check_dataset(dataset)
     _check_finite(dataset, steps)
     meta: dict[str, Any] = {}
@@ -190,17 +196,20 @@ def _tag_global(strategy: Any, dataset: Any, steps: int | None) -> tuple[tf.data
     info = tagged.info if tagged is not None else {"provenance": "fingerprint",
                                                     "services": service_own.services_in(dataset)}
     ds = tagged.dataset if tagged is not None else dataset
+    in_values = ids_in_values and tagged is not None and values_are_ids(dataset, tagged.info)
+    if in_values:
+        ds = dataset
     with contextlib.suppress(Exception), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # graph mode: TF warns that options are read the legacy way
         meta["shard_policy"] = dataset.options().experimental_distribute.auto_shard_policy.name
     meta.update(global_batch_size=info.get("global_batch_size"), input_contexts=[],
                 element_spec=str(dataset.element_spec))
-    return ds, _Input(None, info, tagged is not None, _cardinality(ds), meta)
+    return ds, _Input(None, info, tagged is not None, _cardinality(ds), meta, ids_in_values=in_values)
 
 
 def _distribute_dataset(strategy: tf.distribute.Strategy, dataset: Any, options: Any, steps: int | None) -> _Input:
     """``experimental_distribute_dataset`` over the tagged dataset (content ids when it cannot be tagged)."""
-    ds, inp = _tag_global(strategy, dataset, steps)
+    ds, inp = _tag_global(strategy, dataset, steps, ids_in_values=True)
     try:
         inp.dist = strategy.experimental_distribute_dataset(ds, options)
     except (ValueError, TypeError, IndexError, tf.errors.OpError) as exc:
@@ -336,9 +345,11 @@ class _StepReader:
     elements, else fingerprints numbered in order of first delivery).
     """
 
-    def __init__(self, strategy: tf.distribute.Strategy, *, info: dict[str, Any], tagged: bool) -> None:
+    def __init__(self, strategy: tf.distribute.Strategy, *, info: dict[str, Any], tagged: bool,
+                 ids_in_values: bool = False) -> None:
         self.strategy = strategy
         self.tagged = tagged
+        self.ids_in_values = ids_in_values
         self.worker, self.replica_offset = worker_position(strategy)
         self.devices = replica_devices(strategy)
         decode = (lambda t: decode_tags(t, info)) if tagged else None
@@ -346,6 +357,12 @@ class _StepReader:
         self._fingerprints: dict[bytes, int] = {}
         self._shapes: dict[Any, str] = {}
         self.values_as_ids = True
+
+    def split(self, element: Any) -> tuple[Any, Any]:
+        """``(tags, values)`` of one distributed element (tags None where ids come from the content)."""
+        if not self.tagged:
+            return None, element
+        return (element, element) if self.ids_in_values else element
 
     def record_step(self, step: int, tags: Any, values: Any, results: list[Any] | None = None) -> int:
         """Record one global step; return the number of elements this process's replicas got."""
@@ -534,7 +551,7 @@ class _Loop:
             if element is None or self.halt.is_set():
                 return
             step = self._current[0] = self.steps_run
-            tags, values = element if self.reader.tagged else (None, element)
+            tags, values = self.reader.split(element)
             results = self._run_step(step, values)
             with self.lock:
                 if self.halt.is_set():
@@ -611,7 +628,7 @@ def _input_meta(inp: _Input, dist: Any) -> dict[str, Any]:
             "drop_remainder", "filter", "repeat", "take", "skip", "shard", "shuffle", "unbatch", "opaque")})
     try:
         spec = dist.element_spec
-        meta["distributed_element_spec"] = str(spec[1] if inp.tagged else spec)
+        meta["distributed_element_spec"] = str(spec[1] if inp.tagged and not inp.ids_in_values else spec)
     except Exception:  # some strategies only know it after iteration starts
         meta["distributed_element_spec"] = ""
     return meta
@@ -800,7 +817,7 @@ def trace_distribution(
     inp = (_distribute_dataset(strategy, dataset, options, steps) if dataset is not None
            else _distribute_function(strategy, dataset_fn, options, steps))  # type: ignore[arg-type]
     meta.update(_input_meta(inp, inp.dist))
-    reader = _StepReader(strategy, info=inp.info, tagged=inp.tagged)
+    reader = _StepReader(strategy, info=inp.info, tagged=inp.tagged, ids_in_values=inp.ids_in_values)
     from vizdist.instrument.placement import active
 
     if (placer := active()) is not None:
@@ -826,7 +843,7 @@ def _record(strategy: tf.distribute.Strategy, inp: _Input, reader: _StepReader, 
     bar = _progress(steps if steps is not None else inp.known_steps, progress)
     try:
         with contextlib.ExitStack() as stack:
-            cap_ctx = _profiler(stack, timer, timing, reader.worker)
+            cap_ctx = _profiler(stack, timer, timing, reader, strategy)
             loop.run_bounded(inp.dist, timeout=timeout, bar=bar)
     finally:
         bar.close()
@@ -837,6 +854,8 @@ def _record(strategy: tf.distribute.Strategy, inp: _Input, reader: _StepReader, 
 
         elements, _ = reader.rec.tables()
         events, meta["timing"] = timing_events(timer, cap_ctx, elements)
+        if _profiled(timing) and _several_workers(reader, strategy):
+            meta["timing"]["xplane_error"] = MULTI_WORKER_PROFILER
     return finished_trace(strategy, reader, loop, meta, cap=cap, events=events)
 
 
@@ -854,16 +873,33 @@ def finished_trace(strategy: Any, reader: _StepReader, loop: _Loop, meta: dict[s
     return trace
 
 
-def _profiler(stack: contextlib.ExitStack, timer: Any, timing: bool | int, worker: int) -> Any:
+#: Why a worker of a multi-worker run records host spans only (``meta["timing"]["xplane_error"]``).
+MULTI_WORKER_PROFILER = (
+    "the TF profiler is not used when this process holds only some of the replicas (several workers): in "
+    "TF 2.21 stopping it while the workers' collectives run crashed a worker now and then (free(): invalid "
+    "pointer in ProfilerSession stop, about 1 two-worker run in 10 here). Host spans (next(), your step) "
+    "are recorded; profile one worker's input pipeline in a single-process run for tf.data's own spans."
+)
+
+
+def _profiled(timing: bool | int) -> bool:
+    return timing is True or (not isinstance(timing, bool) and int(timing) > 0)
+
+
+def _several_workers(reader: _StepReader, strategy: Any) -> bool:
+    """This process holds only some of the replicas in sync (a multi-worker strategy)."""
+    return len(reader.devices) < strategy.num_replicas_in_sync
+
+
+def _profiler(stack: contextlib.ExitStack, timer: Any, timing: bool | int, reader: _StepReader,
+              strategy: Any) -> Any:
     """Start the TF profiler for the first steps when timing asks for it; return the capture (or None)."""
-    if timer is None:
+    if timer is None or not _profiled(timing) or _several_workers(reader, strategy):
         return None
     from vizdist.instrument.timing import PROFILE_ELEMENTS, PROFILE_STEPS, xplane_capture
 
     window = PROFILE_STEPS if timing is True else int(timing)
-    if window <= 0:
-        return None
-    return stack.enter_context(xplane_capture(worker=worker, timer=timer, max_steps=window,
+    return stack.enter_context(xplane_capture(worker=reader.worker, timer=timer, max_steps=window,
                                               max_elements=PROFILE_ELEMENTS if timing is True else None))
 
 

@@ -67,7 +67,8 @@ from tensorflow.python.util import variable_utils
 from vizdist.instrument.service import own as service_own
 from vizdist.instrument.service import registry as service_registry
 
-__all__ = ["SOURCE_SHIFT", "Tagged", "Untaggable", "cardinality", "decode_tags", "tag_dataset", "tensor_value"]
+__all__ = ["SOURCE_SHIFT", "Tagged", "Untaggable", "cardinality", "decode_tags", "tag_dataset", "tensor_value",
+           "values_are_ids"]
 
 service_registry.install()  # see which datasets the user's own tf.data service reads serve
 
@@ -775,6 +776,35 @@ def tag_dataset(dataset: tf.data.Dataset) -> Tagged:
     if b.services:
         info["services"] = b.services
     return Tagged(dataset=tagged, info=info)
+
+
+#: Transformations (by their label in ``info["pipeline"]``) that pass values through unchanged and
+#: run alike however often the dataset is iterated (not ``shuffle``: a user's dataset reshuffles on
+#: every iteration, where vizdist's rebuilt copy runs as a fresh dataset would, like plain TF's first).
+_KEEP_VALUES = ("range(", "batch(", "rebatch(", "unbatch", "filter", "take_while", "take(", "skip(",
+                "shard(", "prefetch(", "cache")
+
+
+def values_are_ids(dataset: tf.data.Dataset, info: dict[str, Any]) -> bool:
+    """True when every value the pipeline yields is its own tag: no tag needs to ride beside it.
+
+    That holds for one ``range`` source (ids are its values, source 0) followed only by
+    transformations that keep values as they are (batch, filter, take, ...): the user's
+    dataset can then be distributed as built, and each replica's values read as its tags, which
+    saves TF carrying a second component through every step.
+
+    Example:
+        >>> import tensorflow as tf                                          # doctest: +SKIP
+        >>> ds = tf.data.Dataset.range(10).filter(lambda x: x % 3 > 0).batch(4)  # doctest: +SKIP
+        >>> values_are_ids(ds, tag_dataset(ds).info)                         # doctest: +SKIP
+        True
+    """
+    sources = info.get("sources", [])
+    spec = dataset.element_spec
+    return (info.get("provenance") == "tagged" and not info.get("services") and len(sources) == 1
+            and sources[0].get("id_is") == "value" and sources[0].get("index") == 0
+            and isinstance(spec, tf.TensorSpec) and spec.dtype == tf.int64
+            and all(op.startswith(_KEEP_VALUES) for op in info.get("pipeline", [])))
 
 
 def decode_tags(tags: Any, info: dict[str, Any]) -> dict[str, np.ndarray]:
