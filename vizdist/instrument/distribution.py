@@ -527,10 +527,17 @@ class _Loop:
         self.stopped = why
 
     def _run(self, dist: Any, bar: Any) -> None:
+        elements = _iterate(dist, self.iteration)
         try:
-            self._steps(_iterate(dist, self.iteration), bar)
+            self._steps(elements, bar)
         except BaseException as exc:  # handed to the caller's thread
             self.error, self.stopped = exc, "error"
+        finally:
+            # Close TF's iterator here, in this thread. Left to the garbage collector (the error's
+            # traceback keeps it alive), TF's iterator was destroyed later in whatever thread ran the
+            # collection, and that stalled an unrelated caller for minutes.
+            with contextlib.suppress(Exception):
+                elements.close()
 
     def _next(self, elements: Iterator[Any]) -> Any:
         t0 = self.timer.now() if self.timer is not None else 0
