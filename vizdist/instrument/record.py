@@ -50,6 +50,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from vizdist.analysis.topology import task_number as numbered  # the one numbering rule; the view uses it too
+
 __all__ = ["Recorder", "mark_partial", "num_workers", "partial_flags", "replica_devices", "strategy_name",
            "task_number", "worker_position"]
 
@@ -90,14 +92,9 @@ def task_number(task_type: str | None, task_id: int | None, cluster_spec: Mappin
     if task_type is None or cluster_spec is None:
         return int(task_id or 0)
     spec = cluster_spec.as_dict() if hasattr(cluster_spec, "as_dict") else dict(cluster_spec)
-    n_chief, n_worker = len(spec.get("chief", [])), len(spec.get("worker", []))
-    task_id = int(task_id or 0)
-    if task_type == "chief":
-        return task_id
-    if task_type == "worker":
-        return n_chief + task_id
-    if task_type == "evaluator":
-        return n_chief + n_worker + task_id
+    number = numbered(task_type, int(task_id or 0), spec)
+    if number is not None:
+        return number
     raise ValueError(
         f"task type {task_type!r} reads no data (only chief, worker and evaluator tasks are numbered in traces)."
     )
