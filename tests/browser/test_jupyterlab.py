@@ -18,33 +18,20 @@ under ``CI=true``.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import secrets
 import shutil
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.browser.lab import CHROMIUM, CHROMIUM_ARGS, ROOT, jupyter_lab, open_notebook
+
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts" / "browser"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
-]
-SERVER_START_S = 90
 NOTEBOOK_RUN_S = 150
 
 
@@ -58,79 +45,8 @@ def _need_chromium() -> None:
     pytest.skip(msg)
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def jupyter_lab(tmp: Path) -> Iterator[tuple[str, str]]:
-    """Start ``jupyter lab`` on 127.0.0.1; yield (base url, token); always stop it."""
-    port, token = _free_port(), secrets.token_hex(16)
-    # Serve a copy of the notebooks, so JupyterLab's autosave never rewrites the committed ones.
-    root = tmp / "root"
-    shutil.copytree(ROOT / "notebooks", root / "notebooks")
-    cmd = [
-        sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-        f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-        f"--LabApp.workspaces_dir={tmp / 'workspaces'}", f"--LabApp.user_settings_dir={tmp / 'settings'}",
-        "--LabApp.expose_app_in_browser=True", "--ServerApp.port_retries=0",
-        "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-    ]
-    # Render every cell, not only those on screen (JupyterLab's notebook windowing), so locators find them.
-    tracker = tmp / "settings" / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
-    tracker.parent.mkdir(parents=True, exist_ok=True)
-    tracker.write_text(json.dumps({"windowingMode": "none"}))
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        cmd.append("--allow-root")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_ENABLE_ONEDNN_OPTS="0",
-               JUPYTER_RUNTIME_DIR=str(tmp / "runtime"), JUPYTER_CONFIG_DIR=str(tmp / "config"))
-    log = open(tmp / "jupyter.log", "wb")  # noqa: SIM115 - closed in finally
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
-                            start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + SERVER_START_S
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"jupyter lab exited with {proc.returncode}:\n"
-                                   + (tmp / "jupyter.log").read_text(errors="replace")[-3000:])
-            try:
-                with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"jupyter lab did not answer on {base} within {SERVER_START_S} s")
-            time.sleep(0.5)
-        yield base, token
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)  # the server and the kernels it started
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        log.close()
-
-
 def _open_and_run(page, base: str, token: str, notebook: str) -> None:  # type: ignore[no-untyped-def]
-    page.goto(f"{base}/lab/tree/{notebook}?token={token}", wait_until="domcontentloaded")
-    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell", timeout=60_000)
-    # the notebook panel is open and its kernel is ready
-    page.wait_for_function(
-        """(name) => {
-            const w = window.jupyterapp.shell.currentWidget;
-            return w && w.context && w.context.path.endsWith(name) && w.sessionContext &&
-                   w.sessionContext.session && w.sessionContext.session.kernel &&
-                   w.sessionContext.session.kernel.status === 'idle';
-        }""",
-        arg=Path(notebook).name, timeout=90_000,
-    )
+    open_notebook(page, base, token, notebook)
     # clear the committed outputs (and execution counts) first, so "done" means "ran here"
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs')")
     page.wait_for_function(
