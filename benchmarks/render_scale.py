@@ -13,7 +13,9 @@ Measured in one run and printed with the aims beside them (issue 14):
   (``timeline_widget.js``) to its first painted frame. Aim at 10^6: <= 0.5 s
   from the kernel to the first frame. Then 12 zooms (6 in, 6 out, 2x each),
   each timed from the button click to the redrawn canvas (aim: <= 50 ms at
-  10^6); at 10^7 the aim is only that it opens and zooms;
+  10^6); at 10^7 the aim is only that it opens and zooms. What this plain page leaves out (the
+  static PNG fallback built on ``display``, Jupyter's server and websocket, JupyterLab's widget
+  manager) is measured by ``widget_in_lab.py``;
 * ``Trace.save`` / ``load_trace`` of 10^6 element rows as ``.json.gz`` and
   ``.parquet``.
 
