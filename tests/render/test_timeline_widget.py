@@ -170,7 +170,7 @@ def test_idle_lanes_are_hidden_in_view_unless_asked_for():
 
 
 # -- in Chromium: the widget's ES module with the buffers ipywidgets sends ---------------------------------
-_MOUNT = """async ([esm, state, buffers]) => {
+_MOUNT = """async ([esm, state, buffers, detached]) => {
   const mod = await import(URL.createObjectURL(new Blob([esm], { type: "text/javascript" })));
   for (const [path, b64] of buffers) {  // what ipywidgets' put_buffers does: a DataView at each path
     const bin = atob(b64), bytes = new Uint8Array(bin.length);
@@ -186,7 +186,9 @@ _MOUNT = """async ([esm, state, buffers]) => {
     save_changes() {}, on(ev, f) { (handlers[ev] = handlers[ev] || []).push(f); },
   };
   document.body.innerHTML = '<div id="root" style="width:1100px"></div>';
-  mod.default.render({ model: window.model, el: document.getElementById("root") });
+  window.host = document.getElementById("root");
+  if (detached) window.host.remove();  // as JupyterLab renders a view whose model is ready before its output is placed
+  mod.default.render({ model: window.model, el: window.host });
 }"""
 
 
@@ -204,11 +206,12 @@ def page():
             browser.close()
 
 
-def _mount(page, tl: Timeline) -> None:
+def _mount(page, tl: Timeline, *, detached: bool = False) -> None:
     state, paths, buffers = _wire(tl)
     esm = Path(vizdist.render.timeline_widget.__file__).with_name("timeline_widget.js").read_text()
     page.evaluate(_MOUNT, [esm, state, [[p, base64.b64encode(bytes(b)).decode()] for p, b in zip(paths, buffers,
-                                                                                                   strict=True)]])
+                                                                                                   strict=True)],
+                           detached])
 
 
 def _root(page) -> dict:
@@ -279,3 +282,22 @@ def test_in_chromium_hostile_lane_names_stay_text(page):
     assert lane + " idle" in page.get_attribute(".vizdist-tl-idle", "title")
     page.wait_for_timeout(100)
     assert page.evaluate("() => window.alerts") == []
+
+
+@pytest.mark.browser
+def test_in_chromium_a_view_rendered_before_it_is_placed_draws_once_it_has_a_width(page):
+    # JupyterLab renders a view into a detached node when its model is already there (measured by
+    # benchmarks/widget_in_lab.py): a draw then would be at a guessed width, and wasted.
+    _mount(page, vizdist.timeline(_many(SUMMARY_ABOVE * 3)), detached=True)
+    got = page.evaluate("""async () => {
+      const root = window.host.querySelector(".vizdist-timeline");
+      const early = root.dataset.drawMs !== undefined;
+      let draws = 0;
+      new MutationObserver((rs) => { draws += rs.length; }).observe(root, { attributeFilter: ["data-draw-ms"] });
+      document.body.appendChild(window.host);
+      for (let i = 0; i < 3; i++) await new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
+      return { early, draws, wrap: root.querySelector(".vizdist-tl-canvas-wrap").clientWidth,
+               canvas: parseFloat(root.querySelector("canvas").style.width) };
+    }""")
+    assert not got["early"], "the widget drew before it was in the page"
+    assert got["draws"] == 1 and got["canvas"] == got["wrap"] > 0, got

@@ -108,7 +108,7 @@ function render({ model, el: host }) {
   tip.style.display = "none";
   const off = document.createElement("canvas"); // the summary image, drawn onto the canvas
 
-  let spec = null, cols = null, levels = [], rows = [], laneY = [], width = 800, drawnWidth = -1;
+  let spec = null, cols = null, levels = [], rows = [], laneY = [], width = 800, drawnWidth = 0;
 
   function load() {
     spec = model.get("spec") || {};
@@ -305,11 +305,14 @@ function render({ model, el: host }) {
 
   function draw() {
     if (!spec) return;
+    // Not laid out yet (JupyterLab renders a ready model's view before placing it; or hidden): the
+    // ResizeObserver draws once the canvas has a width, instead of a wasted draw at a guessed one.
+    drawnWidth = wrap.clientWidth;
+    if (!drawnWidth) return;
     const tDraw = performance.now();
     const [t0, t1] = view();
     const sel = model.get("step");
-    drawnWidth = wrap.clientWidth;
-    width = Math.max(drawnWidth || 800, 300);
+    width = Math.max(drawnWidth, 300);
     const dpr = window.devicePixelRatio || 1;
     const plotW = width - LABEL_W - 8;
     const W = Math.max(1, Math.round(plotW * dpr)); // pixel columns of the summary
@@ -447,7 +450,7 @@ function render({ model, el: host }) {
   model.on("change:view", draw);
   model.on("change:step", draw);
   model.on("change:show_idle_lanes", draw);
-  const ro = new ResizeObserver(() => { if (wrap.clientWidth !== drawnWidth) draw(); });  // not on observe()
+  const ro = new ResizeObserver(() => { if (wrap.clientWidth !== drawnWidth) draw(); });  // placed, shown, resized
   ro.observe(wrap);
   return () => { ro.disconnect(); window.removeEventListener("mouseup", up); };
 }
