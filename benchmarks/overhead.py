@@ -19,7 +19,15 @@ in-process rows: the tagged pipeline distributed and iterated by the same
 loop as ``untraced``, with nothing recorded. ``tag only`` / ``untraced`` is
 what TensorFlow spends carrying vizdist's tag (one more component per
 element; the distributed iterator's per-step work per component);
-``traced`` / ``tag only`` is vizdist's own recording.
+``traced`` / ``tag only`` is vizdist's own recording; ``again (A/A)``
+(the untraced loop run a second time) shows how far noise alone moves a ratio.
+``--explain`` also prints TF's own price of one more tensor per element, on
+a plain iterator: the call the distributed iterator makes per replica per
+step costs (here, TF 2.21, Python 3.11) about 65 us for a one-tensor element
+and 180 us for a pair (tf.data packs the tuple and checks each tensor's
+spec in Python), and only about 20 us more for a third tensor. That is why
+the tag costs most on the benchmark's one-tensor elements and why it is a
+per-step cost that a heavier step hides.
 
 Run: ``python benchmarks/overhead.py`` (every row, shorter runs: about 2.5
 minutes on 2 cores, 4-6 when other work shares them);
@@ -151,7 +159,8 @@ def _run_in_process(tf: Any, strategy: Any, shape: Shape, repeats: int, timing: 
                     explain: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="vizdist-bench-") as folder:
         w = _workload(tf, strategy, shape, folder)
-        names = ["untraced", "traced"] + (["tag only"] if explain else [])
+        names = ["untraced", "traced"] + (["tag only", "again (A/A)"] if explain else [])
+        w["again (A/A)"] = w["untraced"]  # A/A: the same loop twice shows what noise alone does to a ratio
         if timing:
             w["timing"] = lambda: w["traced"](timing=True)
             w["timing-host"] = lambda: w["traced"](timing=0)
@@ -252,6 +261,31 @@ def _split_row(res: dict[str, Any]) -> str:
             f"{c['traced'] - c['tag only']:+.2f} s ({(c['traced'] - c['tag only']) / res['steps'] * 1e3:+.2f} ms/step)")
 
 
+def _component_price(tf: Any, n: int = 20_000, batch: int = 8) -> str:
+    """TF's own price of one more tensor per element: ``get_next_as_optional`` + ``get_value`` on a
+    plain (not distributed) iterator, per call, for elements of one, two and three tensors. The
+    distributed iterator makes that call once per replica per step."""
+    def per_call(ds: Any) -> float:
+        it, calls = iter(ds), 0
+        c0 = time.process_time()
+        while True:
+            opt = it.get_next_as_optional()
+            if not opt.has_value():
+                break
+            opt.get_value()
+            calls += 1
+        return (time.process_time() - c0) / calls * 1e6
+
+    r = tf.data.Dataset.range(n)
+    shapes = {"1": r.batch(batch), "2": r.map(lambda x: (x, x)).batch(batch),
+              "3": r.map(lambda x: (x, x, x)).batch(batch)}
+    per_call(shapes["2"])  # warm up
+    us = {k: min(per_call(ds) for _ in range(3)) for k, ds in shapes.items()}
+    return (f"\n  TF's price of a tensor per element (plain iterator: get_next_as_optional + get_value, CPU per "
+            f"call): 1 tensor {us['1']:.0f} us, 2 tensors {us['2']:.0f} us, 3 tensors {us['3']:.0f} us;\n"
+            "  the distributed iterator makes that call for each replica at each step")
+
+
 def _memory_row(shape: Shape, res: dict[str, Any]) -> str:
     extra_kb = min(res["peaks"]["traced"]) - min(res["peaks"]["untraced"])
     per = extra_kb * 1024 / shape.n
@@ -295,10 +329,12 @@ def main() -> None:
         res = _run_in_process(tf, strategy, shape, args.repeats, args.timing and shape.batch == 512, args.explain)
         for name in res["cpu"]:
             if name != "untraced":
-                aim = shape.aim if name == "traced" else None if name == "tag only" else 1.5
+                aim = shape.aim if name == "traced" else None if name in ("tag only", "again (A/A)") else 1.5
                 print(_row(shape.label, res, name, aim), flush=True)
         if "tag only" in res["cpu"]:
             print(_split_row(res), flush=True)
+    if args.explain:
+        print(_component_price(tf), flush=True)
     memory = []
     for shape in SUBPROCESS + (BIG if args.big else []):
         if args.only and args.only not in shape.label:
