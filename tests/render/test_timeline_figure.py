@@ -185,12 +185,16 @@ def test_overlap_summary_measures_interval_overlap_exactly():
         dict(lane="w0 host", stage="consume", step=0, t_start_ns=10 * ms, t_end_ns=30 * ms, origin="host"),
         dict(lane="w0 host", stage="transfer", step=1, t_start_ns=30 * ms, t_end_ns=31 * ms, origin="host"),
         dict(lane="w0 host", stage="consume", step=1, t_start_ns=31 * ms, t_end_ns=51 * ms, origin="host"),
-        # producer: 8 ms before step 0's consume, 12 ms during it (two overlapping spans count once)
+        # producer: 8 ms before step 0's consume, 12 ms during it (two overlapping spans count once),
+        # then 29-31 ms: 1 ms at the end of step 0, 1 ms in step 1's transfer while no step runs
         dict(lane="w0 t", stage="map", t_start_ns=2 * ms, t_end_ns=16 * ms, origin="xplane"),
         dict(lane="w0 t", stage="batch", t_start_ns=12 * ms, t_end_ns=22 * ms, origin="xplane"),
+        dict(lane="w0 t", stage="map", t_start_ns=29 * ms, t_end_ns=31 * ms, origin="xplane"),
         dict(lane="w0 t", stage="prefetch", t_start_ns=0, t_end_ns=51 * ms, origin="xplane"),  # not production
     ])
     s = overlap_summary(t)
-    assert s["producer_busy_ms"] == 20.0
-    assert s["overlap"] == pytest.approx(12 / 20)
+    assert s["producer_busy_ms"] == 22.0
+    # 8 ms of it (2-10 ms) is warm-up, before the first step began; of the other 14, 13 ran during a step
+    assert s["warmup_ms"] == 8.0
+    assert s["overlap"] == pytest.approx(13 / 14)
     assert s["wait_ms"] == 5.5 and s["step_ms"] == 20.0 and s["bound"] == "step"

@@ -37,6 +37,13 @@ def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return s[new], np.maximum.reduceat(e, np.nonzero(new)[0])
 
 
+def _clip_from(a: tuple[np.ndarray, np.ndarray], t: int) -> tuple[np.ndarray, np.ndarray]:
+    """Disjoint sorted intervals cut to what lies at or after ``t``."""
+    starts, ends = a
+    keep = ends > t
+    return np.maximum(starts[keep], t), ends[keep]
+
+
 def _intersection_ns(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> int:
     (as_, ae), (bs, be) = a, b
     total, i, j = 0, 0, 0
@@ -62,9 +69,13 @@ def overlap_summary(trace: Trace) -> dict[str, Any]:
     * ``step_ms``: median time of the user's step (host ``consume`` spans);
     * ``producer_busy_ms``: time the tf.data pipeline was busy producing
       (union of profiler ``produce``/``map``/``batch`` spans);
-    * ``overlap``: the fraction of that production time that ran while a step
-      was running — 0 means production and consumption take turns, near 1
-      means the pipeline works ahead while the step runs (prefetch at work).
+    * ``warmup_ms``: the part of it before the first step began (filling the
+      buffers: no step runs yet, so it cannot overlap one);
+    * ``overlap``: the fraction of the production time *after* the first step
+      began that ran while a step was running — 0 means production and
+      consumption take turns, near 1 means the pipeline works ahead while the
+      step runs (prefetch at work). The warm-up is left out because a fast
+      producer spends a large, load-dependent share of its time there.
     * ``bound``: ``"input"`` when steps wait longer for data than half their
       own time, else ``"step"``;
     * ``buffer_fill``: median fill (buffered / limit) of the prefetch buffer
@@ -77,9 +88,11 @@ def overlap_summary(trace: Trace) -> dict[str, Any]:
         >>> t = vizdist.Trace.from_records(events=[
         ...     dict(lane="w0 host", stage="transfer", step=0, t_start_ns=0, t_end_ns=4),
         ...     dict(lane="w0 host", stage="consume", step=0, t_start_ns=4, t_end_ns=10),
+        ...     dict(lane="w0 t", stage="map", step=0, t_start_ns=0, t_end_ns=2),
         ...     dict(lane="w0 t", stage="map", step=1, t_start_ns=4, t_end_ns=8)])
-        >>> overlap_summary(t)["overlap"]
-        1.0
+        >>> s = overlap_summary(t)
+        >>> s["overlap"], s["warmup_ms"] * 1e6
+        (1.0, 2.0)
     """
     ev = trace.events
     host = ev[~ev["lane"].str.contains("replica")] if len(ev) else ev
@@ -94,7 +107,9 @@ def overlap_summary(trace: Trace) -> dict[str, Any]:
     pu = _union(prod["t_start_ns"].to_numpy(np.int64), prod["t_end_ns"].to_numpy(np.int64))
     cu = _union(co["t_start_ns"].to_numpy(np.int64), co["t_end_ns"].to_numpy(np.int64))
     busy = int((pu[1] - pu[0]).sum()) if len(pu[0]) else 0
-    both = _intersection_ns(pu, cu)
+    steady = _clip_from(pu, int(cu[0][0])) if len(cu[0]) else pu
+    warmup = busy - (int((steady[1] - steady[0]).sum()) if len(steady[0]) else 0)
+    both = _intersection_ns(steady, cu)
     wait = float(np.median((tr["t_end_ns"] - tr["t_start_ns"]).to_numpy())) / 1e6 if len(tr) else float("nan")
     step = float(np.median((co["t_end_ns"] - co["t_start_ns"]).to_numpy())) / 1e6 if len(co) else float("nan")
     fill = float("nan")
@@ -107,7 +122,8 @@ def overlap_summary(trace: Trace) -> dict[str, Any]:
         "wait_ms": wait,
         "step_ms": step,
         "producer_busy_ms": busy / 1e6,
-        "overlap": (both / busy) if busy else 0.0,
+        "warmup_ms": warmup / 1e6,
+        "overlap": (both / (busy - warmup)) if busy > warmup else 0.0,
         "bound": "input" if wait > 0.5 * step else "step",
         "buffer_fill": fill,
     }
