@@ -38,12 +38,14 @@ def test_wait_is_bounded_and_kill_takes_the_whole_tree(tmp_path: Path) -> None:
     child = sup.spawn("tree", "vizdist.instrument._demo_child", ["tree"])
     state, _ = sup.wait([child], ("ready",), deadline=time.monotonic() + 60)
     assert state == "ok"
-    grandchild = int((tmp_path / "run" / "log-tree.txt").read_text().split("grandchild")[1].split()[0])
+    grandchild = psutil.Process(
+        int((tmp_path / "run" / "log-tree.txt").read_text().split("grandchild")[1].split()[0]))
     state, which = sup.wait([child], ("never",), deadline=time.monotonic() + 0.5)
     assert state == "timeout" and which == [child]
     sup.close()
     assert not child.alive()
-    assert not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE
+    # is_running() compares the start time too, so a new process that reuses the pid does not count
+    assert not grandchild.is_running() or grandchild.status() == psutil.STATUS_ZOMBIE
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="network namespaces are Linux-only")

@@ -444,8 +444,10 @@ class Supervisor:
         for c in targets:
             self.wait_exit(c, timeout=max(0.05, end - time.monotonic()))
         for c in targets:
-            _signal_tree(c, tree[c.pid] + _descendants(c.pid), signal.SIGKILL)
+            tree[c.pid] += _descendants(c.pid)
+            _signal_tree(c, tree[c.pid], signal.SIGKILL)
             self.wait_exit(c, timeout=5.0)
+        _wait_gone([p for procs in tree.values() for p in procs], timeout=5.0)
 
     def close(self, *, remove: bool = True) -> None:
         """Kill every child; delete the folder unless ``remove`` is false or a failure named its logs."""
@@ -467,6 +469,15 @@ def _descendants(pid: int) -> list[Any]:
         return psutil.Process(pid).children(recursive=True)
     except psutil.Error:
         return []
+
+
+def _wait_gone(procs: list[Any], *, timeout: float) -> None:
+    """Wait (bounded) until each process is gone: a killed process dies when the kernel next runs it,
+    so without this a caller could still see a grandchild alive just after ``close()``."""
+    import psutil
+
+    with contextlib.suppress(psutil.Error):
+        psutil.wait_procs(procs, timeout=timeout)
 
 
 def _signal_tree(child: Child, descendants: list[Any], sig: int) -> None:
