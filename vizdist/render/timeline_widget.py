@@ -264,10 +264,14 @@ class Timeline(anywidget.AnyWidget):  # type: ignore[misc]
         return buf.getvalue()
 
     def _summary(self) -> str:
-        steps = np.unique(self._layout.step[self._layout.step >= 0])
-        workers = sorted(set(self._layout.lane_worker))
-        return (f"vizdist timeline: {len(steps)} steps, {len(workers)} worker(s); "
-                "lanes grouped by worker")
+        """One line on the run; computed once (a display asks twice: the PNG's title and text/plain)."""
+        text = getattr(self, "_summary_text", None)
+        if text is None:
+            steps = np.unique(self._layout.step[self._layout.step >= 0])
+            workers = sorted(set(self._layout.lane_worker))
+            text = self._summary_text = (f"vizdist timeline: {len(steps)} steps, {len(workers)} worker(s); "
+                                         "lanes grouped by worker")
+        return text
 
     def __repr__(self) -> str:
         return "<" + self._summary() + "; live (zoom, pan, hover) in JupyterLab>"
