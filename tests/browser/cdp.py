@@ -21,13 +21,13 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-import os
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from tests.browser.lab import stop_group
 
 START_S = 60
 _IDS = itertools.count(1)  # command ids, unique on the one connection every session shares
@@ -106,17 +106,6 @@ def _devtools_url(proc: subprocess.Popen[bytes], tmp: Path) -> str:
     return f"ws://127.0.0.1:{port}{path}"
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-
-
 @contextlib.contextmanager
 def chromium_page(tmp: Path, *, chromium: str = "/usr/bin/chromium", args: list[str] | None = None,
                   size: tuple[int, int] = (1400, 1000)) -> Iterator[Page]:
@@ -131,7 +120,7 @@ def chromium_page(tmp: Path, *, chromium: str = "/usr/bin/chromium", args: list[
     finally:
         if ws is not None:
             ws.close()
-        _stop(proc)
+        stop_group(proc, grace=10)
 
 
 def _attach(ws: Any) -> Page:

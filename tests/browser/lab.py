@@ -75,11 +75,13 @@ def _wait_until_up(proc: subprocess.Popen[bytes], base: str, token: str, log: Pa
         time.sleep(0.5)
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
+def stop_group(proc: subprocess.Popen[bytes], *, grace: float = 15) -> None:
+    """Stop a process started with ``start_new_session=True`` and everything in its group (for
+    JupyterLab: the server and the kernels it started): SIGTERM, then SIGKILL after ``grace`` s."""
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)  # the server and the kernels it started
+        os.killpg(proc.pid, signal.SIGTERM)
     try:
-        proc.wait(timeout=15)
+        proc.wait(timeout=grace)
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
@@ -113,7 +115,7 @@ def jupyter_lab(tmp: Path, *, root: Path | None = None, args: Sequence[str] = ()
             _wait_until_up(proc, base, token, tmp / "jupyter.log")
             yield base, token
         finally:
-            _stop(proc)
+            stop_group(proc)
     finally:
         log.close()
 
