@@ -178,11 +178,18 @@ def refuse_isolated(address: str) -> None:
         "vizdist.LocalDataService(isolate=False), whose servers then listen on every network interface.")
 
 
-def _register(*args: Any, **kwargs: Any) -> Any:
-    bound = inspect.signature(_ORIGINAL["register"]).bind(*args, **kwargs)
+def _checked_call(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, str, str]:
+    """TF's arguments to its ``name`` function bound by name, and the service's protocol and address
+    (refused at once when it is an isolated LocalDataService this process cannot reach)."""
+    bound = inspect.signature(_ORIGINAL[name]).bind(*args, **kwargs)
     bound.apply_defaults()
     protocol, address = _parse(bound.arguments["service"])
     refuse_isolated(address)
+    return bound, protocol, address
+
+
+def _register(*args: Any, **kwargs: Any) -> Any:
+    bound, protocol, address = _checked_call("register", args, kwargs)
     out = _ORIGINAL["register"](*args, **kwargs)
     dataset_id = text_of(out)
     if dataset_id is not None:
@@ -202,10 +209,7 @@ def _service_dataset(ds: Any) -> Any:
 
 
 def _read(*args: Any, **kwargs: Any) -> Any:
-    bound = inspect.signature(_ORIGINAL["read"]).bind(*args, **kwargs)
-    bound.apply_defaults()
-    protocol, address = _parse(bound.arguments["service"])
-    refuse_isolated(address)
+    bound, protocol, address = _checked_call("read", args, kwargs)
     out = _ORIGINAL["read"](*args, **kwargs)
     dataset_id = text_of(bound.arguments["dataset_id"])
     target = _service_dataset(out)
