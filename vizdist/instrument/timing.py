@@ -489,6 +489,91 @@ def parse_xplane(path: str, *, worker: int = 0) -> tuple[pd.DataFrame, dict[str,
     return df, info
 
 
+def _caller_steps(df: pd.DataFrame, host: pd.DataFrame) -> np.ndarray:
+    """Each span's step: that of the host ``transfer`` span a caller-thread span sits in, else its own (-1)."""
+    step = df["step"].to_numpy().copy()
+    tr = host[host["stage"] == "transfer"].sort_values("t_start_ns")
+    if len(tr):
+        ts, te, tstep = (tr["t_start_ns"].to_numpy(), tr["t_end_ns"].to_numpy(), tr["step"].to_numpy())
+        caller = df["lane"].str.contains("(caller", regex=False).to_numpy()
+        mid = (df["t_start_ns"].to_numpy() + df["t_end_ns"].to_numpy()) // 2
+        idx = np.searchsorted(ts, mid, side="right") - 1
+        ok = caller & (idx >= 0)
+        ok[ok] &= mid[ok] <= te[idx[ok]]
+        step[ok] = tstep[idx[ok]]
+    return step
+
+
+def _nesting(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Each span's innermost enclosing span on its thread (``parent``, -1 if none) and nesting ``depth``.
+
+    ``df`` is sorted by thread, start, and end (latest first); one pass per thread.
+    """
+    lines = df["_line"].to_numpy()
+    starts = df["t_start_ns"].to_numpy().tolist()
+    ends = df["t_end_ns"].to_numpy().tolist()
+    n = len(df)
+    parent = np.full(n, -1, dtype=np.int64)
+    depth = np.zeros(n, dtype=np.int64)
+    line_start = np.r_[0, np.nonzero(lines[1:] != lines[:-1])[0] + 1]
+    for a, b in itertools.pairwise([*line_start.tolist(), n]):
+        stack: list[int] = []
+        for i in range(a, b):
+            while stack and ends[stack[-1]] <= starts[i]:
+                stack.pop()
+            if stack and ends[i] <= ends[stack[-1]]:
+                parent[i] = stack[-1]
+            depth[i] = len(stack)
+            stack.append(i)
+    return parent, depth
+
+
+@dataclass(frozen=True)
+class _Links:
+    """What ties spans to each other: element ids (``*Produce`` -> ``*Consume``) and nesting (child -> parent)."""
+
+    kind: np.ndarray  # the op without its Produce/Consume suffix
+    eid: np.ndarray
+    is_consume: np.ndarray
+    prod_idx: np.ndarray  # the produce spans that carry an element id
+    prod_keys: pd.MultiIndex  # their (kind, element_id)
+    parent: np.ndarray
+    depth: np.ndarray
+
+    @classmethod
+    def of(cls, df: pd.DataFrame, parent: np.ndarray, depth: np.ndarray) -> _Links:
+        """The links of the spans in ``df`` (nesting from :func:`_nesting`)."""
+        eid = df["element_id"].to_numpy()
+        kind = df["op"].str.replace(r"(Produce|Consume)$", "", regex=True).to_numpy()
+        prod_idx = np.nonzero(df["op"].str.endswith("Produce").to_numpy() & (eid != 0))[0]
+        return cls(kind=kind, eid=eid, is_consume=df["op"].str.endswith("Consume").to_numpy(), prod_idx=prod_idx,
+                   prod_keys=pd.MultiIndex.from_arrays([kind[prod_idx], eid[prod_idx]]), parent=parent, depth=depth)
+
+    def from_consumers(self, step: np.ndarray) -> np.ndarray:
+        """``step`` with each produce span of unknown step given the step its element was consumed at."""
+        step = step.copy()
+        known = np.nonzero(self.is_consume & (step >= 0) & (self.eid != 0))[0]
+        if len(known) and len(self.prod_idx):
+            cons = pd.Series(step[known], index=pd.MultiIndex.from_arrays([self.kind[known], self.eid[known]]))
+            cons = cons[~cons.index.duplicated(keep="first")]
+            got = cons.reindex(self.prod_keys).to_numpy()
+            fill = (step[self.prod_idx] < 0) & ~np.isnan(got)
+            step[self.prod_idx[fill]] = got[fill].astype(np.int64)
+        return step
+
+    def from_parents(self, step: np.ndarray) -> np.ndarray:
+        """``step`` with each span of unknown step given its parent's, as deep as the nesting goes."""
+        step = step.copy()
+        has_parent = self.parent >= 0
+        for _ in range(int(self.depth.max()) + 1):
+            m = has_parent & (step < 0)
+            m[m] &= step[self.parent[m]] >= 0
+            if not m.any():
+                break
+            step[m] = step[self.parent[m]]
+        return step
+
+
 def assign_steps(spans: pd.DataFrame, host: pd.DataFrame) -> pd.DataFrame:
     """Tie XPlane spans to steps.
 
@@ -506,64 +591,15 @@ def assign_steps(spans: pd.DataFrame, host: pd.DataFrame) -> pd.DataFrame:
         return spans
     df = spans.sort_values(["_line", "t_start_ns", "t_end_ns"], ascending=[True, True, False],
                            kind="stable").reset_index(drop=True)
-    n = len(df)
-    step = df["step"].to_numpy().copy()
-    tr = host[host["stage"] == "transfer"].sort_values("t_start_ns")
-    if len(tr):
-        ts, te, tstep = (tr["t_start_ns"].to_numpy(), tr["t_end_ns"].to_numpy(), tr["step"].to_numpy())
-        caller = df["lane"].str.contains("(caller", regex=False).to_numpy()
-        mid = (df["t_start_ns"].to_numpy() + df["t_end_ns"].to_numpy()) // 2
-        idx = np.searchsorted(ts, mid, side="right") - 1
-        ok = caller & (idx >= 0)
-        ok[ok] &= mid[ok] <= te[idx[ok]]
-        step[ok] = tstep[idx[ok]]
-    names = df["op"].to_numpy()
-    eid = df["element_id"].to_numpy()
-    is_consume = df["op"].str.endswith("Consume").to_numpy()
-    is_produce = df["op"].str.endswith("Produce").to_numpy()
-    kind = df["op"].str.replace(r"(Produce|Consume)$", "", regex=True).to_numpy()
-    # one pass: the innermost enclosing span (parent) and nesting depth of each span on its thread
-    lines = df["_line"].to_numpy()
-    starts = df["t_start_ns"].to_numpy().tolist()
-    ends = df["t_end_ns"].to_numpy().tolist()
-    parent = np.full(n, -1, dtype=np.int64)
-    depth = np.zeros(n, dtype=np.int64)
-    line_start = np.r_[0, np.nonzero(lines[1:] != lines[:-1])[0] + 1]
-    bounds = [*line_start.tolist(), n]
-    for a, b in itertools.pairwise(bounds):
-        stack: list[int] = []
-        for i in range(a, b):
-            si = starts[i]
-            while stack and ends[stack[-1]] <= si:
-                stack.pop()
-            if stack and ends[i] <= ends[stack[-1]]:
-                parent[i] = stack[-1]
-            depth[i] = len(stack)
-            stack.append(i)
+    step = _caller_steps(df, host)  # 1.
+    parent, depth = _nesting(df)
     df["depth"] = depth
-    has_parent = parent >= 0
-    prod_idx = np.nonzero(is_produce & (eid != 0))[0]
-    prod_keys = pd.MultiIndex.from_arrays([kind[prod_idx], eid[prod_idx]])
+    links = _Links.of(df, parent, depth)
     for _ in range(8):
-        before = step.copy()
-        # 2. produce <- consume through element_id
-        known = np.nonzero(is_consume & (step >= 0) & (eid != 0))[0]
-        if len(known) and len(prod_idx):
-            cons = pd.Series(step[known], index=pd.MultiIndex.from_arrays([kind[known], eid[known]]))
-            cons = cons[~cons.index.duplicated(keep="first")]
-            got = cons.reindex(prod_keys).to_numpy()
-            fill = (step[prod_idx] < 0) & ~np.isnan(got)
-            step[prod_idx[fill]] = got[fill].astype(np.int64)
-        # 3. nesting: take the parent's step, as deep as the nesting goes
-        for _ in range(int(depth.max()) + 1):
-            m = has_parent & (step < 0)
-            m[m] &= step[parent[m]] >= 0
-            if not m.any():
-                break
-            step[m] = step[parent[m]]
-        if np.array_equal(before, step):
+        new = links.from_parents(links.from_consumers(step))  # 2., then 3.
+        if np.array_equal(new, step):
             break
-    del names
+        step = new
     df["step"] = step.astype(np.int64)
     return df
 
