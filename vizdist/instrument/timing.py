@@ -667,6 +667,61 @@ PROFILE_STEPS = 16
 PROFILE_ELEMENTS = 2048
 
 
+def _start_profiler(tf: Any, logdir: str, cap: XPlaneCapture) -> bool:
+    """Whether the TF profiler started, writing to ``logdir`` (if not, ``cap.info["error"]`` says why)."""
+    try:
+        tf.profiler.experimental.start(
+            logdir, options=tf.profiler.experimental.ProfilerOptions(host_tracer_level=2, python_tracer_level=0,
+                                                                     device_tracer_level=0))
+    except Exception as exc:  # e.g. "Another profiler session is running"
+        cap.info["error"] = f"TF profiler did not start ({type(exc).__name__}: {exc}); no tf.data spans."
+        return False
+    return True
+
+
+def _stopper(tf: Any, stopped: list[BaseException | None]) -> Callable[[], None]:
+    """A function that stops the TF profiler and appends to ``stopped`` what stopping raised (or None)."""
+
+    def stop() -> None:
+        try:
+            tf.profiler.experimental.stop()
+            stopped.append(None)
+        except Exception as exc:
+            stopped.append(exc)
+
+    return stop
+
+
+def _window_hook(cap: XPlaneCapture, max_steps: int | None, max_elements: int | None) -> Callable[[int, int], None]:
+    """A step hook that stops the capture once ``max_steps`` steps or ``max_elements`` elements were reported."""
+    seen = [0]
+
+    def hook(step: int, n: int) -> None:
+        seen[0] += n
+        if cap._stop is not None and ((max_steps and step + 1 >= max_steps)
+                                      or (max_elements and seen[0] >= max_elements)):
+            cap.info["profiled_steps"] = step + 1
+            cap.stop()
+
+    return hook
+
+
+def _read_profile(cap: XPlaneCapture, logdir: str, worker: int, stopped: list[BaseException | None]) -> None:
+    """Stop the profiler and fill ``cap`` from the newest ``*.xplane.pb`` under ``logdir`` (or its ``error``)."""
+    try:
+        cap.stop()
+        if stopped and stopped[0] is not None:
+            raise stopped[0]
+        files = sorted(glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True), key=os.path.getmtime)
+        if files:
+            cap.spans, info = parse_xplane(files[-1], worker=worker)
+            cap.info.update(info)
+        else:
+            cap.info["error"] = f"the TF profiler wrote no .xplane.pb file under {logdir!r}."
+    except Exception as exc:
+        cap.info["error"] = f"reading the TF profile failed ({type(exc).__name__}: {exc})."
+
+
 @contextlib.contextmanager
 def xplane_capture(
     *,
@@ -697,52 +752,17 @@ def xplane_capture(
     own_dir = logdir is None
     d = tempfile.mkdtemp(prefix="vizdist-xplane-") if own_dir else str(logdir)
     started = False
+    stopped: list[BaseException | None] = []
     try:
-        try:
-            tf.profiler.experimental.start(
-                d, options=tf.profiler.experimental.ProfilerOptions(host_tracer_level=2, python_tracer_level=0,
-                                                                   device_tracer_level=0))
-            started = True
-        except Exception as exc:  # e.g. "Another profiler session is running"
-            cap.info["error"] = f"TF profiler did not start ({type(exc).__name__}: {exc}); no tf.data spans."
-        stopped: list[BaseException | None] = []
-
-        def stop() -> None:
-            try:
-                tf.profiler.experimental.stop()
-                stopped.append(None)
-            except Exception as exc:
-                stopped.append(exc)
-
+        started = _start_profiler(tf, d, cap)
         if started:
-            cap._stop = stop
+            cap._stop = _stopper(tf, stopped)
         if started and timer is not None and (max_steps or max_elements):
-            seen = [0]
-
-            def hook(step: int, n: int) -> None:
-                seen[0] += n
-                if cap._stop is not None and ((max_steps and step + 1 >= max_steps)
-                                              or (max_elements and seen[0] >= max_elements)):
-                    cap.info["profiled_steps"] = step + 1
-                    cap.stop()
-
-            timer.add_step_hook(hook)
+            timer.add_step_hook(_window_hook(cap, max_steps, max_elements))
         yield cap
     finally:
         if started:
-            try:
-                cap.stop()
-                if stopped and stopped[0] is not None:
-                    raise stopped[0]
-                files = sorted(glob.glob(os.path.join(d, "**", "*.xplane.pb"), recursive=True),
-                               key=os.path.getmtime)
-                if files:
-                    cap.spans, info = parse_xplane(files[-1], worker=worker)
-                    cap.info.update(info)
-                else:
-                    cap.info["error"] = f"the TF profiler wrote no .xplane.pb file under {d!r}."
-            except Exception as exc:
-                cap.info["error"] = f"reading the TF profile failed ({type(exc).__name__}: {exc})."
+            _read_profile(cap, d, worker, stopped)
         if own_dir and not keep:
             shutil.rmtree(d, ignore_errors=True)
         elif keep:
