@@ -129,6 +129,54 @@ def _move_a_knob(page) -> float:  # type: ignore[no-untyped-def]
     return ms
 
 
+def _zoom_the_timeline(page):  # type: ignore[no-untyped-def]
+    """Zoom notebook 05's timeline (button, then mouse wheel); returns it, its redraw ms and the spans it drew."""
+    tl = page.locator(".vizdist-timeline").first
+    tl.wait_for(state="visible", timeout=30_000)
+    tl.scroll_into_view_if_needed()
+    rng = tl.locator(".vizdist-tl-range")
+    t0, t1 = float(rng.get_attribute("data-t0")), float(rng.get_attribute("data-t1"))
+    assert t1 > t0
+    drawn = int(tl.get_attribute("data-drawn"))
+    assert drawn > 0, "the timeline canvas drew no spans"
+    tl.screenshot(path=str(ARTIFACTS / "05_timeline.png"))
+    tl.locator(".vizdist-tl-zoom-in").click()
+    page.wait_for_function(
+        "([el, w]) => { const r = el.querySelector('.vizdist-tl-range');"
+        " return Number(r.dataset.t1) - Number(r.dataset.t0) < w * 0.75; }",
+        arg=[tl.element_handle(), t1 - t0], timeout=15_000)
+    z0, z1 = float(rng.get_attribute("data-t0")), float(rng.get_attribute("data-t1"))
+    redraw_ms = float(tl.get_attribute("data-draw-ms"))
+    assert (z1 - z0) < 0.75 * (t1 - t0), f"zoom in kept the range {t0}-{t1} as {z0}-{z1}"
+    # mouse-wheel zoom on the canvas narrows it further
+    box = tl.locator("canvas").bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + 30)
+    page.mouse.wheel(0, -300)
+    page.wait_for_function(
+        "([el, w]) => { const r = el.querySelector('.vizdist-tl-range');"
+        " return Number(r.dataset.t1) - Number(r.dataset.t0) < w * 0.95; }",
+        arg=[tl.element_handle(), z1 - z0], timeout=15_000)
+    tl.screenshot(path=str(ARTIFACTS / "05_timeline_zoomed.png"))
+    return tl, redraw_ms, drawn
+
+
+def _explorer_moves_the_timeline_step(page, tl) -> None:  # type: ignore[no-untyped-def]
+    """Move notebook 05's explorer one step; the linked timeline highlights the step the explorer shows."""
+    explorer = page.locator(".jp-OutputArea-output:has(.vizdist-step)").first
+    step_before = int(tl.get_attribute("data-step"))
+    _move_slider(page, explorer)
+    page.wait_for_function(
+        "([el, s]) => Number(el.dataset.step) !== s",
+        arg=[tl.element_handle(), step_before], timeout=15_000)
+    # the explorer's label is re-rendered by the kernel (a round trip); the link is in the browser
+    page.wait_for_function(
+        "([tl, ex]) => { const x = ex.querySelector('.vizdist-step-label [data-step]');"
+        " return x && Number(x.dataset.step) === Number(tl.dataset.step); }",
+        arg=[tl.element_handle(), explorer.element_handle()], timeout=15_000)
+    assert int(tl.get_attribute("data-step")) == _step_shown(page, explorer) == step_before + 1
+
+
 def test_notebooks_render_and_respond_in_chromium(tmp_path: Path) -> None:
     _need_chromium()
     sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
@@ -147,46 +195,8 @@ def test_notebooks_render_and_respond_in_chromium(tmp_path: Path) -> None:
 
             # --- notebook 05: the timeline renders, zooms, and follows the explorer's step ----------
             _open_and_run(page, base, token, "notebooks/05_prefetch_and_timelines.ipynb")
-            tl = page.locator(".vizdist-timeline").first
-            tl.wait_for(state="visible", timeout=30_000)
-            tl.scroll_into_view_if_needed()
-            rng = tl.locator(".vizdist-tl-range")
-            t0, t1 = float(rng.get_attribute("data-t0")), float(rng.get_attribute("data-t1"))
-            assert t1 > t0
-            drawn = int(tl.get_attribute("data-drawn"))
-            assert drawn > 0, "the timeline canvas drew no spans"
-            tl.screenshot(path=str(ARTIFACTS / "05_timeline.png"))
-            tl.locator(".vizdist-tl-zoom-in").click()
-            page.wait_for_function(
-                "([el, w]) => { const r = el.querySelector('.vizdist-tl-range');"
-                " return Number(r.dataset.t1) - Number(r.dataset.t0) < w * 0.75; }",
-                arg=[tl.element_handle(), t1 - t0], timeout=15_000)
-            z0, z1 = float(rng.get_attribute("data-t0")), float(rng.get_attribute("data-t1"))
-            redraw_ms = float(tl.get_attribute("data-draw-ms"))
-            assert (z1 - z0) < 0.75 * (t1 - t0), f"zoom in kept the range {t0}-{t1} as {z0}-{z1}"
-            # mouse-wheel zoom on the canvas narrows it further
-            box = tl.locator("canvas").bounding_box()
-            assert box is not None
-            page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + 30)
-            page.mouse.wheel(0, -300)
-            page.wait_for_function(
-                "([el, w]) => { const r = el.querySelector('.vizdist-tl-range');"
-                " return Number(r.dataset.t1) - Number(r.dataset.t0) < w * 0.95; }",
-                arg=[tl.element_handle(), z1 - z0], timeout=15_000)
-            tl.screenshot(path=str(ARTIFACTS / "05_timeline_zoomed.png"))
-            # the explorer in notebook 05 is linked to the timeline: its step is highlighted there
-            explorer = page.locator(".jp-OutputArea-output:has(.vizdist-step)").first
-            step_before = int(tl.get_attribute("data-step"))
-            _move_slider(page, explorer)
-            page.wait_for_function(
-                "([el, s]) => Number(el.dataset.step) !== s",
-                arg=[tl.element_handle(), step_before], timeout=15_000)
-            # the explorer's label is re-rendered by the kernel (a round trip); the link is in the browser
-            page.wait_for_function(
-                "([tl, ex]) => { const x = ex.querySelector('.vizdist-step-label [data-step]');"
-                " return x && Number(x.dataset.step) === Number(tl.dataset.step); }",
-                arg=[tl.element_handle(), explorer.element_handle()], timeout=15_000)
-            assert int(tl.get_attribute("data-step")) == _step_shown(page, explorer) == step_before + 1
+            tl, redraw_ms, drawn = _zoom_the_timeline(page)
+            _explorer_moves_the_timeline_step(page, tl)
             tl.locator(".vizdist-tl-fit").click()
             tl.screenshot(path=str(ARTIFACTS / "05_timeline_step_highlight.png"))
             page.screenshot(path=str(ARTIFACTS / "05_prefetch_and_timelines.png"))

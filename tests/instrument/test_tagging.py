@@ -54,41 +54,59 @@ def _expected(spec, i: int) -> int:
     return v
 
 
-def build(tf, spec):
-    n, kind = spec["n"], spec["source"]
+def _source(tf, kind: str, n: int):
+    """The source dataset of ``n`` elements: ``range``, or values 3i + 1 as slices, a tuple or a dict."""
     arr = np.arange(n, dtype=np.int64) * 3 + 1
     if kind == "range":
-        ds = tf.data.Dataset.range(n)
-    elif kind == "slices":
-        ds = tf.data.Dataset.from_tensor_slices(arr)
-    elif kind == "tuple":
-        ds = tf.data.Dataset.from_tensor_slices((arr, arr * 2.0))
-    else:
-        ds = tf.data.Dataset.from_tensor_slices({"x": arr, "name": [f"e{i}" for i in range(n)]})
+        return tf.data.Dataset.range(n)
+    if kind == "slices":
+        return tf.data.Dataset.from_tensor_slices(arr)
+    if kind == "tuple":
+        return tf.data.Dataset.from_tensor_slices((arr, arr * 2.0))
+    return tf.data.Dataset.from_tensor_slices({"x": arr, "name": [f"e{i}" for i in range(n)]})
 
-    def primary(fn):
-        if kind == "tuple":
-            return lambda a, b: (fn(a), b)
-        if kind == "dict":
-            return lambda d: {"x": fn(d["x"]), "name": d["name"]}
-        return fn
+
+def _primary(kind: str):
+    """The function that picks the primary value out of an element of this kind."""
 
     def first(el):
         return el[0] if kind == "tuple" else (el["x"] if kind == "dict" else el)
 
+    return first
+
+
+def _on_primary(kind: str, fn):
+    """A map function that applies ``fn`` to an element's primary value and keeps the rest."""
+    if kind == "tuple":
+        return lambda a, b: (fn(a), b)
+    if kind == "dict":
+        return lambda d: {"x": fn(d["x"]), "name": d["name"]}
+    return fn
+
+
+def _apply(ds, op: str, p: int, spec):
+    """``ds`` with one op of the spec (add, mul, filter or shuffle, with parameter ``p``) applied."""
+    kind = spec["source"]
+    if op == "add":
+        return ds.map(_on_primary(kind, lambda x: x + p))
+    if op == "mul":
+        return ds.map(_on_primary(kind, lambda x: x * p))
+    if op == "filter" and kind == "tuple":
+        return ds.filter(lambda a, b: a % (p + 1) != 0)
+    if op == "filter":
+        first = _primary(kind)
+        return ds.filter(lambda el: first(el) % (p + 1) != 0)
+    if op == "shuffle":
+        return ds.shuffle(p * 3, seed=spec["seed"])
+    return ds
+
+
+def build(tf, spec):
+    """The spec's pipeline, batched, and the function that picks an element's primary value."""
+    ds = _source(tf, spec["source"], spec["n"])
     for op, p in spec["ops"]:
-        if op == "add":
-            ds = ds.map(primary(lambda x, p=p: x + p))
-        elif op == "mul":
-            ds = ds.map(primary(lambda x, p=p: x * p))
-        elif op == "filter":
-            if kind == "tuple":
-                ds = ds.filter(lambda a, b, p=p: a % (p + 1) != 0)
-            else:
-                ds = ds.filter(lambda el, p=p: first(el) % (p + 1) != 0)
-        elif op == "shuffle":
-            ds = ds.shuffle(p * 3, seed=spec["seed"])
-    return ds.batch(spec["batch"], drop_remainder=spec["drop"]), first
+        ds = _apply(ds, op, p, spec)
+    return ds.batch(spec["batch"], drop_remainder=spec["drop"]), _primary(spec["source"])
 
 
 def raw_values(tf, strategy, ds):

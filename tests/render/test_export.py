@@ -38,8 +38,8 @@ def _int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def read_trace_event_file(path: Path) -> dict[str, Any]:
-    """Parse and validate a Trace Event Format file; return threads, spans and counters."""
+def _load(path: Path) -> Any:
+    """The JSON document in ``path`` (gzipped or not); NaN and Infinity are refused."""
     raw = path.read_bytes()
     if raw[:2] == b"\x1f\x8b":
         raw = gzip.decompress(raw)
@@ -47,74 +47,92 @@ def read_trace_event_file(path: Path) -> dict[str, Any]:
     def no_constants(name: str) -> Any:
         raise TraceEventFormatError(f"non-JSON constant {name} in the file")
 
-    doc = json.loads(raw.decode("utf-8"), parse_constant=no_constants)
+    return json.loads(raw.decode("utf-8"), parse_constant=no_constants)
+
+
+def _events_and_top(doc: Any) -> tuple[list[Any], dict[str, Any]]:
+    """The event list and the top-level object (``{}`` for the bare array form) of a trace document."""
     if isinstance(doc, list):
-        events, top = doc, {}
-    elif isinstance(doc, dict):
-        if not isinstance(doc.get("traceEvents"), list):
-            raise TraceEventFormatError("object form needs a traceEvents array")
-        events, top = doc["traceEvents"], doc
-        unit = top.get("displayTimeUnit", "ms")
-        if unit not in ("ms", "ns"):
-            raise TraceEventFormatError(f"displayTimeUnit must be ms or ns, not {unit!r}")
-        if "otherData" in top and not isinstance(top["otherData"], dict):
-            raise TraceEventFormatError("otherData must be an object")
-    else:
+        return doc, {}
+    if not isinstance(doc, dict):
         raise TraceEventFormatError("a trace file is a JSON array or object")
-    threads: dict[tuple[int, int], str] = {}
-    processes: dict[int, str] = {}
-    spans: list[dict[str, Any]] = []
-    counters: list[dict[str, Any]] = []
+    if not isinstance(doc.get("traceEvents"), list):
+        raise TraceEventFormatError("object form needs a traceEvents array")
+    unit = doc.get("displayTimeUnit", "ms")
+    if unit not in ("ms", "ns"):
+        raise TraceEventFormatError(f"displayTimeUnit must be ms or ns, not {unit!r}")
+    if "otherData" in doc and not isinstance(doc["otherData"], dict):
+        raise TraceEventFormatError("otherData must be an object")
+    return doc["traceEvents"], doc
+
+
+def _check_common(where: str, e: Any) -> None:
+    """Raise unless ``e`` is an object with a known phase and well-typed name, args, pid and tid."""
+    if not isinstance(e, dict):
+        raise TraceEventFormatError(f"{where} is not an object")
+    if e.get("ph") not in PHASES:
+        raise TraceEventFormatError(f"{where}: unknown phase {e.get('ph')!r}")
+    if not isinstance(e.get("name", ""), str):
+        raise TraceEventFormatError(f"{where}: name must be a string")
+    if "args" in e and not isinstance(e["args"], dict):
+        raise TraceEventFormatError(f"{where}: args must be an object")
+    if "pid" in e and not _int(e["pid"]):
+        raise TraceEventFormatError(f"{where}: pid must be an integer")
+    if "tid" in e and not _int(e["tid"]):
+        raise TraceEventFormatError(f"{where}: tid must be an integer")
+
+
+def _read_metadata(where: str, e: dict[str, Any], read: dict[str, Any]) -> None:
+    """Check a metadata (``M``) event and record the thread or process name it gives in ``read``."""
+    key = METADATA.get(e.get("name"))
+    if key is None:
+        raise TraceEventFormatError(f"{where}: unknown metadata event {e.get('name')!r}")
+    args = e.get("args", {})
+    if key not in args:
+        raise TraceEventFormatError(f"{where}: {e['name']} needs args.{key}")
+    if key == "sort_index" and not _int(args[key]):
+        raise TraceEventFormatError(f"{where}: sort_index must be an integer")
+    if key == "name" and not isinstance(args[key], str):
+        raise TraceEventFormatError(f"{where}: name must be a string")
+    if e["name"] == "thread_name":
+        read["threads"][(e["pid"], e["tid"])] = args["name"]
+    if e["name"] == "process_name":
+        read["processes"][e["pid"]] = args["name"]
+
+
+def _read_timed(where: str, e: dict[str, Any], read: dict[str, Any]) -> None:
+    """Check a timed event and add it to ``read``'s spans (``X``) or counters (``C``)."""
+    if not _num(e.get("ts")):
+        raise TraceEventFormatError(f"{where}: ts must be a finite number")
+    if "pid" not in e or "tid" not in e:
+        raise TraceEventFormatError(f"{where}: pid and tid are required")
+    if e["ph"] == "X":
+        if not _num(e.get("dur")) or e["dur"] < 0:
+            raise TraceEventFormatError(f"{where}: complete events need dur >= 0")
+        if "cat" in e and not isinstance(e["cat"], str):
+            raise TraceEventFormatError(f"{where}: cat must be a string")
+        read["spans"].append(e)
+    elif e["ph"] == "C":
+        vals = e.get("args", {})
+        if not vals or not all(_num(v) for v in vals.values()):
+            raise TraceEventFormatError(f"{where}: counter args must be numbers")
+        read["counters"].append(e)
+
+
+def read_trace_event_file(path: Path) -> dict[str, Any]:
+    """Parse and validate a Trace Event Format file; return threads, spans and counters."""
+    events, top = _events_and_top(_load(path))
+    read: dict[str, Any] = {"top": top, "threads": {}, "processes": {}, "spans": [], "counters": []}
     for i, e in enumerate(events):
-        where = f"event {i}"
-        if not isinstance(e, dict):
-            raise TraceEventFormatError(f"{where} is not an object")
-        ph = e.get("ph")
-        if ph not in PHASES:
-            raise TraceEventFormatError(f"{where}: unknown phase {ph!r}")
-        if not isinstance(e.get("name", ""), str):
-            raise TraceEventFormatError(f"{where}: name must be a string")
-        if "args" in e and not isinstance(e["args"], dict):
-            raise TraceEventFormatError(f"{where}: args must be an object")
-        if "pid" in e and not _int(e["pid"]):
-            raise TraceEventFormatError(f"{where}: pid must be an integer")
-        if "tid" in e and not _int(e["tid"]):
-            raise TraceEventFormatError(f"{where}: tid must be an integer")
-        if ph == "M":
-            key = METADATA.get(e.get("name"))
-            if key is None:
-                raise TraceEventFormatError(f"{where}: unknown metadata event {e.get('name')!r}")
-            args = e.get("args", {})
-            if key not in args:
-                raise TraceEventFormatError(f"{where}: {e['name']} needs args.{key}")
-            if key == "sort_index" and not _int(args[key]):
-                raise TraceEventFormatError(f"{where}: sort_index must be an integer")
-            if key == "name" and not isinstance(args[key], str):
-                raise TraceEventFormatError(f"{where}: name must be a string")
-            if e["name"] == "thread_name":
-                threads[(e["pid"], e["tid"])] = args["name"]
-            if e["name"] == "process_name":
-                processes[e["pid"]] = args["name"]
-            continue
-        if not _num(e.get("ts")):
-            raise TraceEventFormatError(f"{where}: ts must be a finite number")
-        if "pid" not in e or "tid" not in e:
-            raise TraceEventFormatError(f"{where}: pid and tid are required")
-        if ph == "X":
-            if not _num(e.get("dur")) or e["dur"] < 0:
-                raise TraceEventFormatError(f"{where}: complete events need dur >= 0")
-            if "cat" in e and not isinstance(e["cat"], str):
-                raise TraceEventFormatError(f"{where}: cat must be a string")
-            spans.append(e)
-        elif ph == "C":
-            vals = e.get("args", {})
-            if not vals or not all(_num(v) for v in vals.values()):
-                raise TraceEventFormatError(f"{where}: counter args must be numbers")
-            counters.append(e)
-    for e in spans:
-        if (e["pid"], e["tid"]) not in threads:
+        _check_common(f"event {i}", e)
+        if e["ph"] == "M":
+            _read_metadata(f"event {i}", e, read)
+        else:
+            _read_timed(f"event {i}", e, read)
+    for e in read["spans"]:
+        if (e["pid"], e["tid"]) not in read["threads"]:
             raise TraceEventFormatError(f"span on pid {e['pid']} tid {e['tid']} has no thread_name")
-    return {"top": top, "threads": threads, "processes": processes, "spans": spans, "counters": counters}
+    return read
 
 
 @pytest.fixture(scope="module")

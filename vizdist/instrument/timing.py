@@ -271,6 +271,8 @@ def _stage_of_iterator(name: str) -> str:
 
 @dataclass
 class _Raw:
+    """The columns of the spans read from an XPlane file, before they become a table."""
+
     line: list[str] = field(default_factory=list)
     name: list[str] = field(default_factory=list)
     start: list[int] = field(default_factory=list)
@@ -279,6 +281,21 @@ class _Raw:
     buffered: list[int] = field(default_factory=list)
     limit: list[int] = field(default_factory=list)
     ds_name: list[str] = field(default_factory=list)
+
+    def add(self, line: str, name: str, start: int, end: int, stats: tuple[int, int, int, str]) -> None:
+        """Append one span; ``stats`` is its (element_id, buffered, buffer_limit, dataset name)."""
+        self.line.append(line)
+        self.name.append(name)
+        self.start.append(start)
+        self.end.append(end)
+        self.element_id.append(stats[0])
+        self.buffered.append(stats[1])
+        self.limit.append(stats[2])
+        self.ds_name.append(stats[3])
+
+
+#: The stats of a span that carries none (no element id, no buffer, no dataset name).
+_NO_STATS = (0, -1, -1, "")
 
 
 def _add_device_plane(plane: Any, raw: _Raw) -> None:
@@ -290,23 +307,155 @@ def _add_device_plane(plane: Any, raw: _Raw) -> None:
         base = int(line.timestamp_ns)
         for ev in line.events:
             t0 = base + ev.offset_ps // 1000
-            raw.line.append(f"/device:{device} {lname}")
-            raw.name.append(emeta.get(ev.metadata_id, "") or "kernel")
-            raw.start.append(t0)
-            raw.end.append(t0 + ev.duration_ps // 1000)
-            raw.element_id.append(0)
-            raw.buffered.append(-1)
-            raw.limit.append(-1)
-            raw.ds_name.append("")
+            raw.add(f"/device:{device} {lname}", emeta.get(ev.metadata_id, "") or "kernel", t0,
+                    t0 + ev.duration_ps // 1000, _NO_STATS)
+
+
+def _wanted_events(emeta: dict[int, str]) -> set[int]:
+    """The metadata ids of the host events kept: tf.data iterators, ``*Produce``/``*Consume``, ``FunctionRun``."""
+    # "Iterator::Root" is the whole GetNext call, which the host "transfer" span already shows.
+    return {k for k, n in emeta.items()
+            if (n.startswith("Iterator::") and n != "Iterator::Root")
+            or n.endswith("Produce") or n.endswith("Consume") or n == "FunctionRun"}
+
+
+def _event_stats(ev: Any, keys: tuple[int, int, int, int], smeta: dict[int, str]) -> tuple[int, int, int, str]:
+    """An event's (element_id, buffered, buffer_limit, dataset name); ``keys`` are those stats' metadata ids."""
+    k_el, k_buf, k_lim, k_name = keys
+    el, buf, lim, dsn = _NO_STATS
+    for st in ev.stats:
+        m = st.metadata_id
+        if m == k_el:
+            el = st.uint64_value or st.int64_value
+        elif m == k_buf:
+            buf = st.int64_value or st.uint64_value
+        elif m == k_lim:
+            lim = st.int64_value or st.uint64_value
+        elif m == k_name:
+            dsn = smeta.get(st.ref_value, "") if st.ref_value else st.str_value
+    return el, buf, lim, dsn
+
+
+def _add_host_plane(plane: Any, raw: _Raw) -> None:
+    """The tf.data events of a ``/host:...`` plane (see :func:`_wanted_events`), one lane per thread."""
+    smeta = {k: v.name for k, v in plane.stat_metadata.items()}
+    emeta = {k: v.name for k, v in plane.event_metadata.items()}
+    want = _wanted_events(emeta)
+    sid = {v: k for k, v in smeta.items()}
+    keys = (sid.get("element_id", -1), sid.get("buffered_elements", -1), sid.get("buffer_limit", -1),
+            sid.get("name", -1))
+    for line in plane.lines:
+        base = int(line.timestamp_ns)
+        lname = line.name or line.display_name or str(line.id)
+        for ev in line.events:
+            if ev.metadata_id in want:
+                t0 = base + ev.offset_ps // 1000
+                raw.add(lname, emeta[ev.metadata_id], t0, t0 + ev.duration_ps // 1000, _event_stats(ev, keys, smeta))
+
+
+def _profile_times(plane: Any) -> dict[str, int]:
+    """The ``profile_start_time``/``profile_stop_time`` stats of the ``Task Environment`` plane."""
+    smeta = {k: v.name for k, v in plane.stat_metadata.items()}
+    out: dict[str, int] = {}
+    for s in plane.stats:
+        key = smeta.get(s.metadata_id, "")
+        if key in ("profile_start_time", "profile_stop_time"):
+            out[key] = int(s.uint64_value or s.int64_value)
+    return out
+
+
+def _add_plane(plane: Any, raw: _Raw, info: dict[str, Any]) -> None:
+    """Read one XPlane plane: spans of host and GPU planes into ``raw``, profile times into ``info``."""
+    if plane.name == "Task Environment":
+        info.update(_profile_times(plane))
+    elif plane.name.startswith("/device:GPU:"):
+        _add_device_plane(plane, raw)
+    elif plane.name.startswith("/host:"):
+        _add_host_plane(plane, raw)
 
 
 def _read_xspace(path: str) -> Any:
+    """The ``XSpace`` protobuf stored in ``path``."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2  # only under instrument/
 
     space = xplane_pb2.XSpace()
     with open(path, "rb") as fh:
         space.ParseFromString(fh.read())
     return space
+
+
+def _epoch_times(raw: _Raw, origin: int) -> tuple[np.ndarray, np.ndarray]:
+    """Span start and end times in Unix-epoch ns (``origin`` is the profile start time, 0 if unknown)."""
+    # XPlane files written by the profiler hold times relative to the profile start.
+    start = np.asarray(raw.start, dtype=np.int64)
+    if len(start) and origin and start.max() < origin // 2:
+        return start + origin, np.asarray(raw.end, dtype=np.int64) + origin
+    return start, np.asarray(raw.end, dtype=np.int64)
+
+
+def _stage_of_event(name: str, line: str) -> str:
+    """The stage of an XPlane event called ``name`` on ``line`` (GPU lines: copies and kernels)."""
+    if line.startswith("/device:"):
+        # GPU planes: copies to the device are "transfer", kernels (what consumes the input) "consume"
+        return "transfer" if "memcpy" in name.lower() or "memset" in name.lower() else "consume"
+    if name.startswith("Iterator::"):
+        return _stage_of_iterator(name)
+    if name == "FunctionRun":  # a user function (map/filter/...) running inside tf.data
+        return "map"
+    if name.startswith("Prefetch"):
+        return "prefetch"
+    if "Batch" in name:
+        return "batch"
+    return "map" if "Map" in name else "produce"
+
+
+def _lane_names(lines: pd.Series, start: np.ndarray, stage: list[str], worker: int) -> dict[str, str]:
+    """A friendly lane name for each XPlane line: callers, then tf.data threads in order of first use."""
+    lane_names: dict[str, str] = {}
+    order = pd.DataFrame({"line": lines, "t": start}).groupby("line", sort=False)["t"].min().sort_values()
+    k = 0
+    to_device = set(lines[[st == "transfer" for st in stage]].unique())
+    d = c = 0
+    for ln in order.index:
+        if ln.startswith("/device:"):
+            lane_names[ln] = f"w{worker} {ln[len('/device:'):]}"  # e.g. "w0 GPU:0 Stream #13(MemcpyH2D)"
+        elif not ln.startswith("tf_data"):
+            # a thread that called into tf.data (named after the process: python, pytest, ...)
+            lane_names[ln] = f"w{worker} tf.data (caller)" if c == 0 else f"w{worker} tf.data (caller {c + 1})"
+            c += 1
+        elif ln in to_device:
+            lane_names[ln] = f"w{worker} to-device prefetch {d}"
+            d += 1
+        else:
+            lane_names[ln] = f"w{worker} tf.data thread {k}"
+            k += 1
+    return lane_names
+
+
+def _spans_table(raw: _Raw, stage: list[str], start: np.ndarray, end: np.ndarray, worker: int) -> pd.DataFrame:
+    """The spans as an ``events`` table plus ``element_id`` and the helper columns ``_line``, ``_ds``."""
+    names = pd.Series(raw.name, dtype="str")
+    lines = pd.Series(raw.line, dtype="str")
+    n = len(names)
+    return pd.DataFrame(
+        {
+            "lane": lines.map(_lane_names(lines, start, stage, worker)).astype("str"),
+            "stage": pd.Series(stage, dtype="str"),
+            "step": np.full(n, -1, dtype=np.int64),
+            "worker": np.full(n, worker, dtype=np.int64),
+            "replica": np.full(n, -1, dtype=np.int64),
+            "t_start_ns": start,
+            "t_end_ns": end,
+            "elements": pd.Series([""] * n, dtype="str"),
+            "buffered": np.asarray(raw.buffered, dtype=np.int64),
+            "buffer_limit": np.asarray(raw.limit, dtype=np.int64),
+            "origin": "xplane",
+            "op": names,
+            "element_id": np.asarray(raw.element_id, dtype=np.uint64).astype(np.int64),
+            "_line": lines,
+            "_ds": pd.Series(raw.ds_name, dtype="str"),
+        }
+    )
 
 
 def parse_xplane(path: str, *, worker: int = 0) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -326,119 +475,103 @@ def parse_xplane(path: str, *, worker: int = 0) -> tuple[pd.DataFrame, dict[str,
     Example:
         >>> spans, info = parse_xplane("run.xplane.pb")  # doctest: +SKIP
     """
-    space = _read_xspace(path)
     raw = _Raw()
     info: dict[str, Any] = {"file": os.path.basename(path)}
-    for plane in space.planes:
-        smeta = {k: v.name for k, v in plane.stat_metadata.items()}
-        if plane.name == "Task Environment":
-            for s in plane.stats:
-                key = smeta.get(s.metadata_id, "")
-                if key in ("profile_start_time", "profile_stop_time"):
-                    info[key] = int(s.uint64_value or s.int64_value)
-            continue
-        if plane.name.startswith("/device:GPU:"):
-            _add_device_plane(plane, raw)
-            continue
-        if not plane.name.startswith("/host:"):
-            continue
-        emeta = {k: v.name for k, v in plane.event_metadata.items()}
-        # "Iterator::Root" is the whole GetNext call, which the host "transfer" span already shows.
-        want = {k for k, n in emeta.items()
-                if (n.startswith("Iterator::") and n != "Iterator::Root")
-                or n.endswith("Produce") or n.endswith("Consume") or n == "FunctionRun"}
-        sid = {v: k for k, v in smeta.items()}
-        k_el, k_buf, k_lim = sid.get("element_id", -1), sid.get("buffered_elements", -1), sid.get("buffer_limit", -1)
-        k_name = sid.get("name", -1)
-        for line in plane.lines:
-            base = int(line.timestamp_ns)
-            lname = line.name or line.display_name or str(line.id)
-            for ev in line.events:
-                if ev.metadata_id not in want:
-                    continue
-                el, buf, lim, dsn = 0, -1, -1, ""
-                for st in ev.stats:
-                    m = st.metadata_id
-                    if m == k_el:
-                        el = st.uint64_value or st.int64_value
-                    elif m == k_buf:
-                        buf = st.int64_value or st.uint64_value
-                    elif m == k_lim:
-                        lim = st.int64_value or st.uint64_value
-                    elif m == k_name:
-                        dsn = smeta.get(st.ref_value, "") if st.ref_value else st.str_value
-                t0 = base + ev.offset_ps // 1000
-                raw.line.append(lname)
-                raw.name.append(emeta[ev.metadata_id])
-                raw.start.append(t0)
-                raw.end.append(t0 + ev.duration_ps // 1000)
-                raw.element_id.append(el)
-                raw.buffered.append(buf)
-                raw.limit.append(lim)
-                raw.ds_name.append(dsn)
-    # XPlane files written by the profiler hold times relative to the profile start.
-    origin = info.get("profile_start_time", 0)
-    start = np.asarray(raw.start, dtype=np.int64)
-    if len(start) and origin and start.max() < origin // 2:
-        start = start + origin
-        end = np.asarray(raw.end, dtype=np.int64) + origin
-    else:
-        end = np.asarray(raw.end, dtype=np.int64)
-    names = pd.Series(raw.name, dtype="str")
-    stage = [
-        _stage_of_iterator(n) if n.startswith("Iterator::")
-        else ("map" if n == "FunctionRun"  # a user function (map/filter/...) running inside tf.data
-              else ("prefetch" if n.startswith("Prefetch") else ("batch" if "Batch" in n else
-                    ("map" if "Map" in n else "produce"))))
-        for n in raw.name
-    ]
-    # GPU planes: copies to the device are "transfer", kernels (what consumes the input) "consume"
-    stage = [("transfer" if "memcpy" in n.lower() or "memset" in n.lower() else "consume")
-             if ln.startswith("/device:") else st for st, n, ln in zip(stage, raw.name, raw.line, strict=True)]
-    lines = pd.Series(raw.line, dtype="str")
-    # Friendly lane names: the consumer thread, then tf.data threads in order of first use.
-    lane_names: dict[str, str] = {}
-    order = pd.DataFrame({"line": lines, "t": start}).groupby("line", sort=False)["t"].min().sort_values()
-    k = 0
-    to_device = set(lines[[st == "transfer" for st in stage]].unique())
-    d = c = 0
-    for ln in order.index:
-        if ln.startswith("/device:"):
-            lane_names[ln] = f"w{worker} {ln[len('/device:'):]}"  # e.g. "w0 GPU:0 Stream #13(MemcpyH2D)"
-        elif not ln.startswith("tf_data"):
-            # a thread that called into tf.data (named after the process: python, pytest, ...)
-            lane_names[ln] = f"w{worker} tf.data (caller)" if c == 0 else f"w{worker} tf.data (caller {c + 1})"
-            c += 1
-        elif ln in to_device:
-            lane_names[ln] = f"w{worker} to-device prefetch {d}"
-            d += 1
-        else:
-            lane_names[ln] = f"w{worker} tf.data thread {k}"
-            k += 1
-    df = pd.DataFrame(
-        {
-            "lane": lines.map(lane_names).astype("str"),
-            "stage": pd.Series(stage, dtype="str"),
-            "step": np.full(len(names), -1, dtype=np.int64),
-            "worker": np.full(len(names), worker, dtype=np.int64),
-            "replica": np.full(len(names), -1, dtype=np.int64),
-            "t_start_ns": start,
-            "t_end_ns": end,
-            "elements": pd.Series([""] * len(names), dtype="str"),
-            "buffered": np.asarray(raw.buffered, dtype=np.int64),
-            "buffer_limit": np.asarray(raw.limit, dtype=np.int64),
-            "origin": "xplane",
-            "op": names,
-            "element_id": np.asarray(raw.element_id, dtype=np.uint64).astype(np.int64),
-            "_line": lines,
-            "_ds": pd.Series(raw.ds_name, dtype="str"),
-        }
-    )
+    for plane in _read_xspace(path).planes:
+        _add_plane(plane, raw, info)
+    start, end = _epoch_times(raw, info.get("profile_start_time", 0))
+    stage = [_stage_of_event(n, ln) for n, ln in zip(raw.name, raw.line, strict=True)]
+    df = _spans_table(raw, stage, start, end, worker)
     # A prefetch iterator span without a buffered_elements stat found its buffer empty.
     empty = (df["stage"] == "prefetch") & df["op"].str.startswith("Iterator::") & (df["buffered"] < 0)
     df.loc[empty, "buffered"] = 0
     info["n_spans"] = len(df)
     return df, info
+
+
+def _caller_steps(df: pd.DataFrame, host: pd.DataFrame) -> np.ndarray:
+    """Each span's step: that of the host ``transfer`` span a caller-thread span sits in, else its own (-1)."""
+    step = df["step"].to_numpy().copy()
+    tr = host[host["stage"] == "transfer"].sort_values("t_start_ns")
+    if len(tr):
+        ts, te, tstep = (tr["t_start_ns"].to_numpy(), tr["t_end_ns"].to_numpy(), tr["step"].to_numpy())
+        caller = df["lane"].str.contains("(caller", regex=False).to_numpy()
+        mid = (df["t_start_ns"].to_numpy() + df["t_end_ns"].to_numpy()) // 2
+        idx = np.searchsorted(ts, mid, side="right") - 1
+        ok = caller & (idx >= 0)
+        ok[ok] &= mid[ok] <= te[idx[ok]]
+        step[ok] = tstep[idx[ok]]
+    return step
+
+
+def _nesting(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Each span's innermost enclosing span on its thread (``parent``, -1 if none) and nesting ``depth``.
+
+    ``df`` is sorted by thread, start, and end (latest first); one pass per thread.
+    """
+    lines = df["_line"].to_numpy()
+    starts = df["t_start_ns"].to_numpy().tolist()
+    ends = df["t_end_ns"].to_numpy().tolist()
+    n = len(df)
+    parent = np.full(n, -1, dtype=np.int64)
+    depth = np.zeros(n, dtype=np.int64)
+    line_start = np.r_[0, np.nonzero(lines[1:] != lines[:-1])[0] + 1]
+    for a, b in itertools.pairwise([*line_start.tolist(), n]):
+        stack: list[int] = []
+        for i in range(a, b):
+            while stack and ends[stack[-1]] <= starts[i]:
+                stack.pop()
+            if stack and ends[i] <= ends[stack[-1]]:
+                parent[i] = stack[-1]
+            depth[i] = len(stack)
+            stack.append(i)
+    return parent, depth
+
+
+@dataclass(frozen=True)
+class _Links:
+    """What ties spans to each other: element ids (``*Produce`` -> ``*Consume``) and nesting (child -> parent)."""
+
+    kind: np.ndarray  # the op without its Produce/Consume suffix
+    eid: np.ndarray
+    is_consume: np.ndarray
+    prod_idx: np.ndarray  # the produce spans that carry an element id
+    prod_keys: pd.MultiIndex  # their (kind, element_id)
+    parent: np.ndarray
+    depth: np.ndarray
+
+    @classmethod
+    def of(cls, df: pd.DataFrame, parent: np.ndarray, depth: np.ndarray) -> _Links:
+        """The links of the spans in ``df`` (nesting from :func:`_nesting`)."""
+        eid = df["element_id"].to_numpy()
+        kind = df["op"].str.replace(r"(Produce|Consume)$", "", regex=True).to_numpy()
+        prod_idx = np.nonzero(df["op"].str.endswith("Produce").to_numpy() & (eid != 0))[0]
+        return cls(kind=kind, eid=eid, is_consume=df["op"].str.endswith("Consume").to_numpy(), prod_idx=prod_idx,
+                   prod_keys=pd.MultiIndex.from_arrays([kind[prod_idx], eid[prod_idx]]), parent=parent, depth=depth)
+
+    def from_consumers(self, step: np.ndarray) -> np.ndarray:
+        """``step`` with each produce span of unknown step given the step its element was consumed at."""
+        step = step.copy()
+        known = np.nonzero(self.is_consume & (step >= 0) & (self.eid != 0))[0]
+        if len(known) and len(self.prod_idx):
+            cons = pd.Series(step[known], index=pd.MultiIndex.from_arrays([self.kind[known], self.eid[known]]))
+            cons = cons[~cons.index.duplicated(keep="first")]
+            got = cons.reindex(self.prod_keys).to_numpy()
+            fill = (step[self.prod_idx] < 0) & ~np.isnan(got)
+            step[self.prod_idx[fill]] = got[fill].astype(np.int64)
+        return step
+
+    def from_parents(self, step: np.ndarray) -> np.ndarray:
+        """``step`` with each span of unknown step given its parent's, as deep as the nesting goes."""
+        step = step.copy()
+        has_parent = self.parent >= 0
+        for _ in range(int(self.depth.max()) + 1):
+            m = has_parent & (step < 0)
+            m[m] &= step[self.parent[m]] >= 0
+            if not m.any():
+                break
+            step[m] = step[self.parent[m]]
+        return step
 
 
 def assign_steps(spans: pd.DataFrame, host: pd.DataFrame) -> pd.DataFrame:
@@ -458,64 +591,15 @@ def assign_steps(spans: pd.DataFrame, host: pd.DataFrame) -> pd.DataFrame:
         return spans
     df = spans.sort_values(["_line", "t_start_ns", "t_end_ns"], ascending=[True, True, False],
                            kind="stable").reset_index(drop=True)
-    n = len(df)
-    step = df["step"].to_numpy().copy()
-    tr = host[host["stage"] == "transfer"].sort_values("t_start_ns")
-    if len(tr):
-        ts, te, tstep = (tr["t_start_ns"].to_numpy(), tr["t_end_ns"].to_numpy(), tr["step"].to_numpy())
-        caller = df["lane"].str.contains("(caller", regex=False).to_numpy()
-        mid = (df["t_start_ns"].to_numpy() + df["t_end_ns"].to_numpy()) // 2
-        idx = np.searchsorted(ts, mid, side="right") - 1
-        ok = caller & (idx >= 0)
-        ok[ok] &= mid[ok] <= te[idx[ok]]
-        step[ok] = tstep[idx[ok]]
-    names = df["op"].to_numpy()
-    eid = df["element_id"].to_numpy()
-    is_consume = df["op"].str.endswith("Consume").to_numpy()
-    is_produce = df["op"].str.endswith("Produce").to_numpy()
-    kind = df["op"].str.replace(r"(Produce|Consume)$", "", regex=True).to_numpy()
-    # one pass: the innermost enclosing span (parent) and nesting depth of each span on its thread
-    lines = df["_line"].to_numpy()
-    starts = df["t_start_ns"].to_numpy().tolist()
-    ends = df["t_end_ns"].to_numpy().tolist()
-    parent = np.full(n, -1, dtype=np.int64)
-    depth = np.zeros(n, dtype=np.int64)
-    line_start = np.r_[0, np.nonzero(lines[1:] != lines[:-1])[0] + 1]
-    bounds = [*line_start.tolist(), n]
-    for a, b in itertools.pairwise(bounds):
-        stack: list[int] = []
-        for i in range(a, b):
-            si = starts[i]
-            while stack and ends[stack[-1]] <= si:
-                stack.pop()
-            if stack and ends[i] <= ends[stack[-1]]:
-                parent[i] = stack[-1]
-            depth[i] = len(stack)
-            stack.append(i)
+    step = _caller_steps(df, host)  # 1.
+    parent, depth = _nesting(df)
     df["depth"] = depth
-    has_parent = parent >= 0
-    prod_idx = np.nonzero(is_produce & (eid != 0))[0]
-    prod_keys = pd.MultiIndex.from_arrays([kind[prod_idx], eid[prod_idx]])
+    links = _Links.of(df, parent, depth)
     for _ in range(8):
-        before = step.copy()
-        # 2. produce <- consume through element_id
-        known = np.nonzero(is_consume & (step >= 0) & (eid != 0))[0]
-        if len(known) and len(prod_idx):
-            cons = pd.Series(step[known], index=pd.MultiIndex.from_arrays([kind[known], eid[known]]))
-            cons = cons[~cons.index.duplicated(keep="first")]
-            got = cons.reindex(prod_keys).to_numpy()
-            fill = (step[prod_idx] < 0) & ~np.isnan(got)
-            step[prod_idx[fill]] = got[fill].astype(np.int64)
-        # 3. nesting: take the parent's step, as deep as the nesting goes
-        for _ in range(int(depth.max()) + 1):
-            m = has_parent & (step < 0)
-            m[m] &= step[parent[m]] >= 0
-            if not m.any():
-                break
-            step[m] = step[parent[m]]
-        if np.array_equal(before, step):
+        new = links.from_parents(links.from_consumers(step))  # 2., then 3.
+        if np.array_equal(new, step):
             break
-    del names
+        step = new
     df["step"] = step.astype(np.int64)
     return df
 
@@ -583,6 +667,61 @@ PROFILE_STEPS = 16
 PROFILE_ELEMENTS = 2048
 
 
+def _start_profiler(tf: Any, logdir: str, cap: XPlaneCapture) -> bool:
+    """Whether the TF profiler started, writing to ``logdir`` (if not, ``cap.info["error"]`` says why)."""
+    try:
+        tf.profiler.experimental.start(
+            logdir, options=tf.profiler.experimental.ProfilerOptions(host_tracer_level=2, python_tracer_level=0,
+                                                                     device_tracer_level=0))
+    except Exception as exc:  # e.g. "Another profiler session is running"
+        cap.info["error"] = f"TF profiler did not start ({type(exc).__name__}: {exc}); no tf.data spans."
+        return False
+    return True
+
+
+def _stopper(tf: Any, stopped: list[BaseException | None]) -> Callable[[], None]:
+    """A function that stops the TF profiler and appends to ``stopped`` what stopping raised (or None)."""
+
+    def stop() -> None:
+        try:
+            tf.profiler.experimental.stop()
+            stopped.append(None)
+        except Exception as exc:
+            stopped.append(exc)
+
+    return stop
+
+
+def _window_hook(cap: XPlaneCapture, max_steps: int | None, max_elements: int | None) -> Callable[[int, int], None]:
+    """A step hook that stops the capture once ``max_steps`` steps or ``max_elements`` elements were reported."""
+    seen = [0]
+
+    def hook(step: int, n: int) -> None:
+        seen[0] += n
+        if cap._stop is not None and ((max_steps and step + 1 >= max_steps)
+                                      or (max_elements and seen[0] >= max_elements)):
+            cap.info["profiled_steps"] = step + 1
+            cap.stop()
+
+    return hook
+
+
+def _read_profile(cap: XPlaneCapture, logdir: str, worker: int, stopped: list[BaseException | None]) -> None:
+    """Stop the profiler and fill ``cap`` from the newest ``*.xplane.pb`` under ``logdir`` (or its ``error``)."""
+    try:
+        cap.stop()
+        if stopped and stopped[0] is not None:
+            raise stopped[0]
+        files = sorted(glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True), key=os.path.getmtime)
+        if files:
+            cap.spans, info = parse_xplane(files[-1], worker=worker)
+            cap.info.update(info)
+        else:
+            cap.info["error"] = f"the TF profiler wrote no .xplane.pb file under {logdir!r}."
+    except Exception as exc:
+        cap.info["error"] = f"reading the TF profile failed ({type(exc).__name__}: {exc})."
+
+
 @contextlib.contextmanager
 def xplane_capture(
     *,
@@ -613,52 +752,17 @@ def xplane_capture(
     own_dir = logdir is None
     d = tempfile.mkdtemp(prefix="vizdist-xplane-") if own_dir else str(logdir)
     started = False
+    stopped: list[BaseException | None] = []
     try:
-        try:
-            tf.profiler.experimental.start(
-                d, options=tf.profiler.experimental.ProfilerOptions(host_tracer_level=2, python_tracer_level=0,
-                                                                   device_tracer_level=0))
-            started = True
-        except Exception as exc:  # e.g. "Another profiler session is running"
-            cap.info["error"] = f"TF profiler did not start ({type(exc).__name__}: {exc}); no tf.data spans."
-        stopped: list[BaseException | None] = []
-
-        def stop() -> None:
-            try:
-                tf.profiler.experimental.stop()
-                stopped.append(None)
-            except Exception as exc:
-                stopped.append(exc)
-
+        started = _start_profiler(tf, d, cap)
         if started:
-            cap._stop = stop
+            cap._stop = _stopper(tf, stopped)
         if started and timer is not None and (max_steps or max_elements):
-            seen = [0]
-
-            def hook(step: int, n: int) -> None:
-                seen[0] += n
-                if cap._stop is not None and ((max_steps and step + 1 >= max_steps)
-                                              or (max_elements and seen[0] >= max_elements)):
-                    cap.info["profiled_steps"] = step + 1
-                    cap.stop()
-
-            timer.add_step_hook(hook)
+            timer.add_step_hook(_window_hook(cap, max_steps, max_elements))
         yield cap
     finally:
         if started:
-            try:
-                cap.stop()
-                if stopped and stopped[0] is not None:
-                    raise stopped[0]
-                files = sorted(glob.glob(os.path.join(d, "**", "*.xplane.pb"), recursive=True),
-                               key=os.path.getmtime)
-                if files:
-                    cap.spans, info = parse_xplane(files[-1], worker=worker)
-                    cap.info.update(info)
-                else:
-                    cap.info["error"] = f"the TF profiler wrote no .xplane.pb file under {d!r}."
-            except Exception as exc:
-                cap.info["error"] = f"reading the TF profile failed ({type(exc).__name__}: {exc})."
+            _read_profile(cap, d, worker, stopped)
         if own_dir and not keep:
             shutil.rmtree(d, ignore_errors=True)
         elif keep:

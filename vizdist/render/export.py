@@ -35,20 +35,20 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from vizdist.trace import Trace
 
 __all__ = ["to_chrome_trace"]
 
 
 def _us(ns: np.ndarray) -> list[float]:
-    # ns -> µs as float; exact to the ns for runs shorter than ~100 days.
+    """``ns`` in µs as floats; exact to the ns for runs shorter than ~100 days."""
     return (ns.astype(np.float64) / 1000.0).tolist()
 
 
-def _events(trace: Trace) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    from vizdist.render.timeline_figure import _lane_order
-
-    ev = trace.events
+def _check_spans(ev: pd.DataFrame) -> None:
+    """Raise ValueError unless ``ev`` has spans, none of which ends before it starts."""
     if ev.empty:
         raise ValueError(
             "this trace has no timed spans to export (its events table is empty). Record it with "
@@ -57,8 +57,10 @@ def _events(trace: Trace) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     bad = ev["t_end_ns"] < ev["t_start_ns"]
     if bad.any():
         raise ValueError(f"{int(bad.sum())} spans end before they start; the trace is damaged.")
-    order = _lane_order(ev)
-    t0 = int(ev["t_start_ns"].min())
+
+
+def _track_names(order: list[tuple[int, str]]) -> tuple[list[dict[str, Any]], dict[tuple[int, str], int]]:
+    """The metadata events naming and ordering each worker's process and each lane's thread, and each lane's tid."""
     out: list[dict[str, Any]] = []
     tids: dict[tuple[int, str], int] = {}
     for w in sorted({w for w, _ in order}):
@@ -70,46 +72,82 @@ def _events(trace: Trace) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         tids[(w, lane)] = tid
         out.append({"ph": "M", "name": "thread_name", "pid": int(w), "tid": tid, "args": {"name": lane}})
         out.append({"ph": "M", "name": "thread_sort_index", "pid": int(w), "tid": tid, "args": {"sort_index": i}})
+    return out, tids
+
+
+def _columns(ev: pd.DataFrame) -> dict[str, list[Any]]:
+    """The columns the export reads, as lists (``origin``, ``op`` and the buffer columns defaulted when absent)."""
+    cols = {c: ev[c].tolist() for c in ("lane", "stage", "step", "worker", "replica", "elements")}
+    n = len(ev)
+    cols["origin"] = ev["origin"].astype(str).tolist() if "origin" in ev.columns else ["host"] * n
+    cols["op"] = ev["op"].astype(str).tolist() if "op" in ev.columns else [""] * n
+    cols["buffered"] = ev["buffered"].tolist() if "buffered" in ev.columns else [-1] * n
+    cols["buffer_limit"] = ev["buffer_limit"].tolist() if "buffer_limit" in ev.columns else [-1] * n
+    return cols
+
+
+def _span_args(step: Any, replica: Any, op: str, elements: str, buffered: Any, limit: Any) -> dict[str, Any]:
+    """A span's ``args``: its step, then its replica, op, source ids and buffer fill where it has them."""
+    args: dict[str, Any] = {"step": int(step)}
+    if replica >= 0:
+        args["replica"] = int(replica)
+    if op:
+        args["op"] = op
+    if elements:
+        try:
+            args["elements"] = json.loads(elements)
+        except ValueError:
+            args["elements"] = elements
+    if buffered >= 0:
+        args["buffered"] = int(buffered)
+        if limit >= 0:
+            args["buffer_limit"] = int(limit)
+    return args
+
+
+def _span_events(ev: pd.DataFrame, t0: int, tids: dict[tuple[int, str], int]) -> list[dict[str, Any]]:
+    """One complete (``X``) event per span, each followed by a counter (``C``) event when it measured a buffer."""
     start = ev["t_start_ns"].to_numpy(np.int64) - t0
     dur = ev["t_end_ns"].to_numpy(np.int64) - ev["t_start_ns"].to_numpy(np.int64)
-    ts_us, dur_us = _us(start), _us(dur)
-    cols = {c: ev[c].tolist() for c in ("lane", "stage", "step", "worker", "replica", "elements")}
-    origin = ev["origin"].astype(str).tolist() if "origin" in ev.columns else ["host"] * len(ev)
-    op = ev["op"].astype(str).tolist() if "op" in ev.columns else [""] * len(ev)
-    buffered = ev["buffered"].tolist() if "buffered" in ev.columns else [-1] * len(ev)
-    limit = ev["buffer_limit"].tolist() if "buffer_limit" in ev.columns else [-1] * len(ev)
-    for i in range(len(ev)):
-        w = int(cols["worker"][i])
-        args: dict[str, Any] = {"step": int(cols["step"][i])}
-        if cols["replica"][i] >= 0:
-            args["replica"] = int(cols["replica"][i])
-        if op[i]:
-            args["op"] = op[i]
-        if cols["elements"][i]:
-            try:
-                args["elements"] = json.loads(cols["elements"][i])
-            except ValueError:
-                args["elements"] = cols["elements"][i]
-        if buffered[i] >= 0:
-            args["buffered"] = int(buffered[i])
-            if limit[i] >= 0:
-                args["buffer_limit"] = int(limit[i])
+    c = _columns(ev)
+    rows = zip(_us(start), _us(dur), c["worker"], c["lane"], c["stage"], c["origin"], c["step"], c["replica"],
+               c["op"], c["elements"], c["buffered"], c["buffer_limit"], strict=True)
+    out: list[dict[str, Any]] = []
+    for ts, d, worker, lane, stage, origin, step, replica, op, elements, buffered, limit in rows:
+        w = int(worker)
         out.append({
-            "ph": "X", "name": str(cols["stage"][i]), "cat": f"vizdist,{origin[i] or 'host'}",
-            "ts": ts_us[i], "dur": dur_us[i], "pid": w, "tid": tids[(w, str(cols["lane"][i]))], "args": args,
+            "ph": "X", "name": str(stage), "cat": f"vizdist,{origin or 'host'}", "ts": ts, "dur": d, "pid": w,
+            "tid": tids[(w, str(lane))], "args": _span_args(step, replica, op, elements, buffered, limit),
         })
-        if buffered[i] >= 0:
-            name = "prefetch buffer " + (op[i].rsplit("::", 1)[-1] if op[i] else "")
-            out.append({"ph": "C", "name": name.strip(), "ts": ts_us[i], "pid": w, "tid": 0,
-                        "args": {"buffered": int(buffered[i])}})
-    other = {
+        if buffered >= 0:
+            name = "prefetch buffer " + (op.rsplit("::", 1)[-1] if op else "")
+            out.append({"ph": "C", "name": name.strip(), "ts": ts, "pid": w, "tid": 0,
+                        "args": {"buffered": int(buffered)}})
+    return out
+
+
+def _other_data(trace: Trace, t0: int) -> dict[str, Any]:
+    """The file's ``otherData``: producer, epoch time of ``ts == 0``, clock, strategy and span count."""
+    timing = trace.meta.get("timing")
+    return {
         "producer": "vizdist",
         "t0_unix_ns": t0,
-        "clock": trace.meta.get("timing", {}).get("clock", "") if isinstance(trace.meta.get("timing"), dict) else "",
+        "clock": timing.get("clock", "") if isinstance(timing, dict) else "",
         "strategy": str(trace.meta.get("strategy", "")),
-        "spans": len(ev),
+        "spans": len(trace.events),
     }
-    return out, other
+
+
+def _events(trace: Trace) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The trace's Trace Event list (track names, spans, buffer counters) and its ``otherData``."""
+    from vizdist.render.timeline_figure import _lane_order
+
+    ev = trace.events
+    _check_spans(ev)
+    t0 = int(ev["t_start_ns"].min())
+    out, tids = _track_names(_lane_order(ev))
+    out.extend(_span_events(ev, t0, tids))
+    return out, _other_data(trace, t0)
 
 
 def _write(fh: IO[str], events: list[dict[str, Any]], other: dict[str, Any]) -> None:

@@ -240,8 +240,6 @@ def plot_streams(
         >>> plot_streams(t).axes[0].get_xlabel()
         'arrival order in the stream'
     """
-    import matplotlib.pyplot as plt
-
     _check(trace, "plot_streams")
     e = trace.elements.copy()
     if "order" not in e.columns:
@@ -261,13 +259,7 @@ def plot_streams(
     cut = {lane: placed[lane][1] + max(len(streams[lane]) - max_elements, 0) for lane in lanes}
     right = span + 0.3 + _TAIL * (bool(stalled) + any(cut.values()))
     title = title or f"{_mode_title(trace.meta)}: what each {lane_col} received"
-    if ax is None:
-        width = max(2.4 + _BOX_IN * right, len(title) * 10 * 0.6 / 72 + 0.8)  # room for the title too
-        fig, ax = plt.subplots(figsize=(min(width, STREAMS_MAX_WIDTH_IN), 1.9 + 0.55 * len(lanes)),
-                               layout="constrained")
-        plt.close(fig)
-    else:
-        fig = ax.figure
+    fig, ax = _streams_axes(ax, right, len(lanes), title)
     seen: set[int] = set()
     for y, lane in enumerate(lanes):
         _draw_lane(ax, y, placed[lane][0], cut[lane], lane in stalled, seen)
@@ -275,6 +267,29 @@ def plot_streams(
     ax.set_xlim(-0.2, right)
     ax.set_ylim(len(lanes) - 0.5, -1.1 if stops else -0.6)
     ax.set_yticks(range(len(lanes)), [f"{lane_col} {v}" for v in lanes])
+    _streams_xaxis(ax, merged)
+    _streams_legend(ax, seen, stops, stall if stalled else {}, stalled)
+    ax.set_title(title, fontsize=10)
+    if fig.get_layout_engine() is None:
+        plain_figure(fig).tight_layout()
+    summary = f"streams, {_mode_title(trace.meta)}: one lane per {lane_col} ({', '.join(map(str, lanes))})"
+    return described(plain_figure(fig), summary)
+
+
+def _streams_axes(ax: Any, right: float, n_lanes: int, title: str) -> tuple[Any, Any]:
+    """The figure and Axes to draw into: ``ax`` and its figure, or a new one sized for the lanes and ``title``."""
+    import matplotlib.pyplot as plt
+
+    if ax is not None:
+        return ax.figure, ax
+    width = max(2.4 + _BOX_IN * right, len(title) * 10 * 0.6 / 72 + 0.8)  # room for the title too
+    fig, ax = plt.subplots(figsize=(min(width, STREAMS_MAX_WIDTH_IN), 1.9 + 0.55 * n_lanes), layout="constrained")
+    plt.close(fig)
+    return fig, ax
+
+
+def _streams_xaxis(ax: Any, merged: bool) -> None:
+    """Label the arrival axis (no ticks when runs are merged: it is then in boxes) and drop the top/right spines."""
     if merged:
         ax.set_xticks([])
         ax.set_xlabel("arrival order in the stream (one box per run of consecutive ids from one worker)")
@@ -282,12 +297,6 @@ def plot_streams(
         ax.set_xlabel("arrival order in the stream")
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    _streams_legend(ax, seen, stops, stall if stalled else {}, stalled)
-    ax.set_title(title, fontsize=10)
-    if fig.get_layout_engine() is None:
-        plain_figure(fig).tight_layout()
-    summary = f"streams, {_mode_title(trace.meta)}: one lane per {lane_col} ({', '.join(map(str, lanes))})"
-    return described(plain_figure(fig), summary)
 
 
 def _draw_lane(ax: Any, y: int, boxes: list[_Box], cut: int, stalled: bool, seen: set[int]) -> None:
