@@ -326,7 +326,7 @@ def main() -> None:
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs at the start", flush=True)
     print(f"vizdist tracing overhead: {REPLICAS} replicas (MirroredStrategy on logical CPUs), TF {tf.__version__}, "
           f"{os.cpu_count()} CPUs; traced / untraced, min and median of {args.repeats} interleaved repeats "
-          "(subprocess rows: one run per variant unless --repeats)", flush=True)
+          "(subprocess rows: one run per variant, 3 with --full)", flush=True)
     header = (f"  {'shape':<44} {'variant':<12} {'CPU':>9}  {'CPU min':>6} {'med':>5}   {'wall min':>6} {'med':>5}   aim")
     print(header)
     for shape in IN_PROCESS:
