@@ -219,6 +219,20 @@ def test_colliding_file_names_keep_their_own_identity(tf, tmp_path, strategies):
     assert "duplicate-elements" not in set(vizdist.diagnose(t).code)
 
 
+@pytest.mark.parametrize("buckets", [None, 3])
+def test_file_index_is_the_position_in_the_list(tf, monkeypatch, buckets):
+    """Each name maps to its own position, also when fingerprints collide (3 buckets for 40 names:
+    the search then compares the names); a name not in the list gets ``len(files)``."""
+    from vizdist.instrument import tagging
+
+    if buckets is not None:
+        monkeypatch.setattr(tagging, "FINGERPRINT_BUCKETS", buckets)
+    files = [f"/data/part-{i:03d}" for i in range(40)]
+    index = tagging._file_index_fn(files)
+    names = tf.data.Dataset.from_tensor_slices([*files, "/data/other", ""])
+    assert [int(i) for i in names.map(index)] == [*range(40), len(files), len(files)]
+
+
 def test_unique_over_repeated_values_is_labelled_positional(tf, strategies):
     values = [0, 0, 1, 1, 2, 3, 3, 4, 4, 4]
     ds = tf.data.Dataset.from_tensor_slices(tf.constant(values, tf.int64)).unique().batch(4)

@@ -237,14 +237,16 @@ def _file_index_fn(files: list[str] | None) -> Any:
     unknown = len(files)  # decodes as "<file not in the list>"
     sorted_index = tf.constant(np.append(order, unknown).astype(np.int64), tf.int64)
 
+    @tf.autograph.experimental.do_not_convert
     def file_index(filename: tf.Tensor) -> tf.Tensor:
         fp = _fingerprints(tf.reshape(filename, [1]))
         lo = tf.searchsorted(sorted_fps, fp, side="left", out_type=tf.int64)[0]
         hi = tf.searchsorted(sorted_fps, fp, side="right", out_type=tf.int64)[0]
-        # Equal fingerprints (vanishingly rare) are resolved by comparing the names themselves.
+        # Equal fingerprints (vanishingly rare) are resolved by comparing the names themselves; no
+        # match at all picks the last entry, ``unknown``. (No tf.cond: its two branch functions made
+        # every traced run's set-up about 15 ms slower, when TF optimizes the input graph.)
         hit = tf.where(tf.equal(sorted_names[lo:hi], filename))[:, 0] + lo
-        return tf.cond(tf.size(hit) > 0, lambda: tf.gather(sorted_index, hit[0]),
-                       lambda: tf.constant(unknown, tf.int64))
+        return tf.gather(sorted_index, tf.concat([hit, [len(files)]], 0)[0])
 
     return file_index
 
