@@ -261,8 +261,8 @@ def _verdict(c_min: float, aim: float, noise: float | None) -> str:
     if c_min <= aim:
         return "met"
     if noise is not None and c_min - aim < noise:
-        return f"NOT met, by less than the A/A noise ({noise:.0%})"
-    return "NOT met"
+        return f"NOT met ({c_min:.3f}x), by less than the A/A noise ({noise:.1%})"
+    return f"NOT met ({c_min:.3f}x)"
 
 
 def _row(label: str, res: dict[str, Any], name: str, aim: float | None) -> str:
