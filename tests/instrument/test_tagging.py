@@ -219,18 +219,23 @@ def test_colliding_file_names_keep_their_own_identity(tf, tmp_path, strategies):
     assert "duplicate-elements" not in set(vizdist.diagnose(t).code)
 
 
-@pytest.mark.parametrize("buckets", [None, 3])
-def test_file_index_is_the_position_in_the_list(tf, monkeypatch, buckets):
-    """Each name maps to its own position, also when fingerprints collide (3 buckets for 40 names:
-    the search then compares the names); a name not in the list gets ``len(files)``."""
+@pytest.mark.parametrize(("scan", "buckets"), [(True, None), (False, None), (False, 3)])
+def test_file_index_is_the_position_in_the_list(tf, monkeypatch, scan, buckets):
+    """Each name maps to its first position in the list, by comparing names (few files) or by a
+    fingerprint search (many), also when fingerprints collide (3 buckets for 40 names); a name not
+    in the list gets ``len(files)``."""
     from vizdist.instrument import tagging
 
+    if not scan:
+        monkeypatch.setattr(tagging, "SCAN_FILES", 0)
     if buckets is not None:
         monkeypatch.setattr(tagging, "FINGERPRINT_BUCKETS", buckets)
-    files = [f"/data/part-{i:03d}" for i in range(40)]
+    files = [f"/data/part-{i:03d}" for i in range(40)] + ["/data/part-007"]
     index = tagging._file_index_fn(files)
     names = tf.data.Dataset.from_tensor_slices([*files, "/data/other", ""])
-    assert [int(i) for i in names.map(index)] == [*range(40), len(files), len(files)]
+    expected = [files.index(f) for f in files] + [len(files), len(files)]
+    assert [int(i) for i in names.map(index)] == expected
+    assert int(tagging._file_index_fn([])(tf.constant("/data/other"))) == 0
 
 
 def test_unique_over_repeated_values_is_labelled_positional(tf, strategies):
