@@ -22,7 +22,8 @@ How a tag is made (``tag = source << 56 | local``):
   ``TextLineDataset(files)`` works): ``file index << 32 | line``, computed
   *inside* the per-file function, so the list of files and the reader stay as
   TF built them and FILE auto-sharding still applies. The file index is the
-  file's position in the list of files, found exactly (a search over 63-bit
+  file's position in the list of files, found exactly (by comparing the name
+  with each listed one, up to ``SCAN_FILES`` files; beyond, a search over 63-bit
   fingerprints of the known names, confirmed by comparing the name), so two
   files never share an id however many there are.
 
@@ -394,8 +395,8 @@ class _Builder:
     def _files(self, ds: Any, filenames: Any, reader: Any, order: dict[str, Any]) -> tf.data.Dataset:
         """Files read one per function call: tag = file index << 32 | line.
 
-        The file index is the file's position in the known list of files, looked up exactly (a
-        fingerprint search confirmed by comparing the name itself), so two files never share an id.
+        The file index is the file's position in the known list of files, looked up exactly
+        (:func:`_file_index_fn`), so two files never share an id.
         """
         files = _known_files(filenames)
         exact = files is not None
