@@ -133,6 +133,19 @@ def test_assert_in_the_second_map_of_a_dataset_fn_names_the_element(tf, mirrored
     assert "reading must be > 0" in row["message"]
 
 
+def test_check_numerics_in_a_filter_names_the_element_it_raised_on(tf, mirrored, step):
+    def keep(x):
+        return tf.debugging.check_numerics(1.0 / tf.cast(x - 5, tf.float32), "bad filter") > 0.0
+
+    ds = tf.data.Dataset.range(12).filter(keep).batch(4)
+    with pytest.raises(vizdist.TracingError) as err:
+        vizdist.trace_distribution(mirrored, ds, step_fn=step, placement=True)
+    plain = _plain_failing_ids(tf, tf.data.Dataset.range(12), keep)
+    row = vizdist.diagnose(err.value.partial_trace).query("code == 'numerics-error'").iloc[0]
+    assert f"filter #1 of the pipeline raised on source element {plain[0]} (CheckNumerics '" in row["message"]
+    assert "bad filter : Tensor had Inf values" in row["message"]
+
+
 def test_loss_scaling_warns_only_on_steps_where_fewer_elements_arrived(tf, mirrored):
     ds = tf.data.Dataset.range(10).map(lambda x: tf.cast(x, tf.float32)).batch(4)
     t = vizdist.trace_loss_scaling(mirrored, ds, global_batch_size=4)

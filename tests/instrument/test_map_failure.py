@@ -38,3 +38,24 @@ def test_the_search_is_bounded_and_finds_nothing_where_plain_tf_raises_nothing(t
     filtered = tf.data.Dataset.range(16).filter(lambda x: x != 9).map(fn)
     assert len(list(filtered)) == 15  # plain TF: the map raises on nothing
     assert find_map_failure([filtered]) is None
+
+
+def test_a_filter_predicate_that_raises_is_found_too(tf, tmp_path):
+    files = vizdist.write_text_files(tmp_path, n_files=2, lines_per_file=4)
+
+    def keep(line):
+        return _checked(tf, line) > 0.0
+
+    ds = tf.data.TextLineDataset(files).map(tf.strings.strip).filter(keep).batch(2)
+    found = find_map_failure([ds])
+    # plain TF and Python: the first line (in the pipeline's order) on which the predicate raises
+    order = [(f, i, line) for f in files for i, line in enumerate(Path(f).read_text().split())]
+    plain = []
+    for f, i, line in order:
+        try:
+            keep(tf.strings.strip(tf.constant(line)))
+        except tf.errors.InvalidArgumentError:
+            plain.append((f, i))
+    assert (found["source_files"][0], found["source_lines"][0]) == plain[0]
+    assert (found["function"], found["map_index"]) == ("filter", 0)  # the map before it raised on nothing
+    assert "filter's own predicate" in found["how"] and found["op_type"] == "CheckNumerics"

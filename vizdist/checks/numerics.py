@@ -112,7 +112,7 @@ def _arrived_inputs(failed: dict[str, Any], failing: int | None) -> tuple[str, t
 
 
 def _element_text(element: dict[str, Any], step: int, host: str) -> str:
-    """The element a map of the input pipeline raised on (``failed_element``), in words."""
+    """The element a map (or filter) of the input pipeline raised on (``failed_element``), in words."""
     ids = element.get("source_ids") or []
     files = element.get("source_files") or [""] * len(ids)
     lines = element.get("source_lines") or [-1] * len(ids)
@@ -122,8 +122,8 @@ def _element_text(element: dict[str, Any], step: int, host: str) -> str:
     devices = element.get("devices") or []
     on = (f"on {', '.join(devices)}" if devices else
           f"TF's debugger has no record of its device; the input pipeline runs on the host, {host}")
-    return (f" It failed in the input pipeline, before the batch of step {step} reached the replicas: map "
-            f"#{int(element.get('map_index', 0)) + 1} of the pipeline raised on {what} ({op}, {on}). Found after "
+    return (f" It failed in the input pipeline, before the batch of step {step} reached the replicas: "
+            f"{element.get('function', 'map')} #{int(element.get('map_index', 0)) + 1} of the pipeline raised on {what} ({op}, {on}). Found after "
             f"the run: {element.get('how', '')}; {element.get('checked', '?')} element(s) checked.")
 
 

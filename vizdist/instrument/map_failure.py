@@ -1,12 +1,13 @@
-"""Which source element made a ``map`` fail (a ``check_numerics`` or ``tf.debugging.assert_*`` inside it).
+"""Which source element made a ``map`` or ``filter`` fail (a ``check_numerics`` or ``tf.debugging.assert_*`` inside it).
 
 When a function of the input pipeline raises, TensorFlow stops the run at
 the iterator: the batch never forms, so no replica receives the element and
 the trace cannot name it from what arrived. :func:`find_map_failure` finds it
 afterwards: it rebuilds the pipeline with vizdist's tags (the same ids the
-trace uses), and for each ``map`` (source first) walks that map's tagged
-input in order, calling the map's own Python function, traced by a fresh
-``tf.function`` as ``Dataset.map`` traces it, on each element until it raises.
+trace uses), and for each ``map`` and ``filter`` (source first) walks its
+tagged input in order, calling its own Python function (the predicate, for a
+``filter``), traced by a fresh ``tf.function`` as ``Dataset.map`` traces it,
+on each element until it raises.
 The element it raises on is named by its tag (source id, file and line,
 epoch), with TF's message from that call and the failing node.
 
@@ -14,7 +15,7 @@ It is bounded (``limit`` elements, ``seconds``) and exact for pipelines
 that run the same way twice; the result says how many elements were checked.
 It walks the pipeline as given, before a strategy shards it: on a worker of
 a multi-worker run that shards by file, the element named is the first one
-any worker's map raises on.
+any worker's map or filter raises on.
 
 Example:
     >>> import tensorflow as tf  # doctest: +SKIP
@@ -36,11 +37,12 @@ from vizdist.instrument.tagging import _apply, _Builder, decode_tags
 
 __all__ = ["find_map_failure", "node_of"]
 
-_UPSTREAM_ERRORS = 100  # errors in a row before a map: its input is broken (say, a missing file), stop there
+_UPSTREAM_ERRORS = 100  # errors in a row before a function: its input is broken (say, a missing file), stop there
 
-HOW = ("vizdist re-ran the input pipeline after the run failed, with its tags, and called the map's own function "
+HOW = ("vizdist re-ran the input pipeline after the run failed, with its tags, and called the {what} "
        "(a fresh tf.function, as Dataset.map traces it) on each element in order until it raised (the pipeline as "
        "given, before the strategy shards it; a pipeline that shuffles without a seed may order it differently)")
+_OWN = {"map": "map's own function", "filter": "filter's own predicate"}
 
 
 def node_of(message: str) -> str:
@@ -55,15 +57,20 @@ def node_of(message: str) -> str:
 
 
 class _MapStages(_Builder):
-    """tagging's builder, keeping each ``map``'s tagged input and function."""
+    """tagging's builder, keeping each ``map``'s and ``filter``'s tagged input and function."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.stages: list[tuple[tf.data.Dataset, Any]] = []
+        self.stages: list[tuple[str, tf.data.Dataset, Any]] = []  # (kind, tagged input, function)
 
     def build(self, ds: Any) -> tf.data.Dataset:
-        if type(ds).__name__ in ("_MapDataset", "_ParallelMapDataset"):  # tagging dispatches by class name
+        name = type(ds).__name__  # tagging dispatches by class name
+        if name in ("_MapDataset", "_ParallelMapDataset"):
             return self._map(ds)
+        if name == "_FilterDataset":
+            out = super()._filter(ds)
+            self.stages.append(("filter", out._input_dataset, ds._predicate))
+            return out
         return super().build(ds)
 
     def _map(self, ds: Any) -> tf.data.Dataset:
@@ -72,7 +79,7 @@ class _MapStages(_Builder):
             return super()._map(ds)
         t = self.build(inner)  # unfused: a range source is tagged by its value, as in the traced run
         self.ops.append("map")
-        self.stages.append((t, fn))
+        self.stages.append(("map", t, fn))
         return t.map(lambda tag, v: (tag, _apply(fn, v)))
 
 
@@ -117,20 +124,22 @@ def _named(tag: Any, sources: list[dict[str, Any]]) -> dict[str, Any]:
 
 def find_map_failure(datasets: list[tf.data.Dataset], *, node: str = "", limit: int = 100_000,
                      seconds: float = 20.0) -> dict[str, Any] | None:
-    """The first element a ``map`` of these pipelines raises on (see the module docs), or None.
+    """The first element a ``map`` or ``filter`` of these pipelines raises on (see the module docs), or None.
 
     Args:
         datasets: the user's pipelines (as given to ``trace_distribution``,
             or built by its ``dataset_fn``).
         node: the node TF's error named; a map whose failure names it is preferred.
-        limit: elements to check per map at most.
+        limit: elements to check per function at most.
         seconds: wall-clock budget for the whole search.
 
     Returns:
-        ``{map_index, source_ids, source_files, source_lines, epochs, op_name,
-        op_type, message, checked, how}``; ``source_ids`` holds several ids
-        when the map ran on a batch. ``None`` when no map raised within the
-        bounds (or the pipeline cannot be tagged).
+        ``{function, map_index, source_ids, source_files, source_lines, epochs,
+        op_name, op_type, message, checked, how}``: ``function`` is ``"map"``
+        or ``"filter"`` and ``map_index`` which one of that kind (source
+        first); ``source_ids`` holds several ids when it ran on a batch.
+        ``None`` when none raised within the bounds (or the pipeline cannot
+        be tagged).
 
     Example:
         >>> ds = tf.data.Dataset.range(4).map(lambda x: tf.debugging.check_numerics(1.0 / tf.cast(x - 2, tf.float32), "m"))
@@ -146,14 +155,15 @@ def find_map_failure(datasets: list[tf.data.Dataset], *, node: str = "", limit: 
             b.build(ds)
         except Exception:
             continue
-        for i, (stage, fn) in enumerate(b.stages):
+        for i, (kind, stage, fn) in enumerate(b.stages):
             tag, exc, n, op_type = _walk(stage, fn, deadline, limit)
             if exc is None:
                 continue
             message = f"{type(exc).__name__}: {str(exc).strip()}"
             failed = node_of(message)
-            found.append({"map_index": i, **_named(tag, b.sources), "op_name": failed, "op_type": op_type,
-                          "message": message, "checked": n, "how": HOW})
+            index = sum(k == kind for k, _, _ in b.stages[:i])
+            found.append({"function": kind, "map_index": index, **_named(tag, b.sources), "op_name": failed,
+                          "op_type": op_type, "message": message, "checked": n, "how": HOW.format(what=_OWN[kind])})
             if not node or failed == node:
                 return found[-1]
     return found[0] if found else None
