@@ -480,6 +480,11 @@ class _Files:
         if isinstance(values, str):
             self.codes[part] = self.names.setdefault(values, len(self.names))
             return
+        if isinstance(values, pd.Categorical):  # decode_tags: codes already, no hashing per element
+            lookup = np.array([self.names.setdefault(str(c), len(self.names)) for c in values.categories] or [0],
+                              dtype=np.int32)
+            self.codes[part] = lookup[values.codes] if n else 0
+            return
         codes, uniques = pd.factorize(np.asarray(values, dtype=object).reshape(-1))
         lookup = np.array([self.names.setdefault(str(u), len(self.names)) for u in uniques] or [0], dtype=np.int32)
         self.codes[part] = lookup[codes] if n else 0

@@ -63,6 +63,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import tensorflow as tf
 from tensorflow.python.data.ops import dataset_ops, directed_interleave_op, readers, shuffle_op
 from tensorflow.python.data.util import structure
@@ -870,11 +871,12 @@ def values_are_ids(dataset: tf.data.Dataset, info: dict[str, Any]) -> bool:
             and all(op.startswith(_KEEP_VALUES) for op in info.get("pipeline", [])))
 
 
-def decode_tags(tags: Any, info: dict[str, Any]) -> dict[str, np.ndarray]:
+def decode_tags(tags: Any, info: dict[str, Any]) -> dict[str, Any]:
     """Turn tags back into ``source``, ``source_id``, ``source_file``, ``source_line`` and ``epoch``.
 
     Vectorized (numpy): no Python work per element. ``epoch`` is the repetition of the source
-    element (0 without ``repeat``; see ``Source layout`` in the module docs).
+    element (0 without ``repeat``; see ``Source layout`` in the module docs). ``source_file`` is a
+    ``pandas.Categorical`` (``""`` where the element is not a file's line); the rest are int64 arrays.
 
     Example:
         >>> info = {"sources": [{"index": 0, "kind": "range", "id_is": "value", "id_bits": 3,
@@ -888,7 +890,8 @@ def decode_tags(tags: Any, info: dict[str, Any]) -> dict[str, np.ndarray]:
     local = tags & LOCAL_MASK
     source_id = local.copy()
     epoch = np.zeros(tags.shape, dtype=np.int64)
-    source_file: np.ndarray = np.full(tags.shape, "", dtype=object)
+    file_codes = np.zeros(tags.shape, dtype=np.int32)  # source_file as category codes; 0 is ""
+    file_names: dict[str, int] = {"": 0}
     source_line = np.full(tags.shape, -1, dtype=np.int64)
     present = np.unique(source) if tags.size else np.zeros(0, np.int64)
     worker = np.full(tags.shape, -1, dtype=np.int64) if info.get("services") else None
@@ -914,7 +917,8 @@ def decode_tags(tags: Any, info: dict[str, Any]) -> dict[str, np.ndarray]:
             source_line[mask] = (loc >> parts["shift"]) & ((1 << parts["bits"]) - 1)
         if s.get("id_is") == "file_line":
             source_line[mask] = ids & ((1 << LINE_BITS) - 1)
-            source_file[mask] = _file_names(s, ids >> LINE_BITS)
+            file_codes[mask] = _file_codes(s, ids >> LINE_BITS, file_names)
+    source_file = pd.Categorical.from_codes(file_codes, categories=list(file_names))
     out = {"source": source, "source_id": source_id, "source_file": source_file, "source_line": source_line,
            "epoch": epoch}
     if worker is not None:
@@ -922,14 +926,19 @@ def decode_tags(tags: Any, info: dict[str, Any]) -> dict[str, np.ndarray]:
     return out
 
 
-def _file_names(source: dict[str, Any], index: np.ndarray) -> np.ndarray:
-    """File names of file indexes (or of hash buckets, when the list of files was not known)."""
+def _file_codes(source: dict[str, Any], index: np.ndarray, names: dict[str, int]) -> np.ndarray:
+    """Category codes (into ``names``, grown here) of file indexes, or of hash buckets when the list of
+    files was not known: a lookup per distinct file, none per element."""
     files = source.get("files") or []
     if source.get("file_ids", "index") == "index":
-        names = np.array([*files, "<file not in the list vizdist read>"], dtype=object)
-        return names[np.minimum(index, len(files))]
-    lookup = _bucket_names(tuple(files))
-    return np.array([lookup.get(int(b), f"<file bucket {int(b)}>") for b in index.tolist()], dtype=object)
+        listed = [*files, "<file not in the list vizdist read>"]
+        lookup = np.array([names.setdefault(f, len(names)) for f in listed], dtype=np.int32)
+        return lookup[np.minimum(index, len(files))]
+    buckets = _bucket_names(tuple(files))
+    uniq, inverse = np.unique(index, return_inverse=True)
+    lookup = np.array([names.setdefault(buckets.get(b, f"<file bucket {b}>"), len(names)) for b in uniq.tolist()],
+                      dtype=np.int32)
+    return lookup[inverse.reshape(-1)]
 
 
 @functools.lru_cache(maxsize=16)
