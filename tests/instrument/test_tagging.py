@@ -238,6 +238,23 @@ def test_file_index_is_the_position_in_the_list(tf, monkeypatch, scan, buckets):
     assert int(tagging._file_index_fn([])(tf.constant("/data/other"))) == 0
 
 
+def test_file_ids_by_hash_bucket_decode_to_the_files_that_hash_there(tf):
+    """Where the list of files could not be read up front, a file id is TF's 24-bit hash bucket of its
+    name; decoding names each listed file by its bucket (plain TF's to_hash_bucket_fast) and labels a
+    bucket no listed file hashes to."""
+    from vizdist.instrument.tagging import FILE_UNKNOWN, LINE_BITS, decode_tags
+
+    files = ["/data/a.txt", "/data/b.txt"]
+    buckets = [int(b) for b in tf.strings.to_hash_bucket_fast(files, FILE_UNKNOWN).numpy()]
+    other = next(b for b in range(FILE_UNKNOWN) if b not in buckets)
+    info = {"sources": [{"index": 0, "kind": "files", "id_is": "file_line", "files": files,
+                         "id_bits": LINE_BITS + 24, "file_ids": "hash"}]}
+    tags = np.array([(buckets[1] << LINE_BITS) + 4, (buckets[0] << LINE_BITS) + 2, other << LINE_BITS])
+    dec = decode_tags(tags, info)
+    assert list(dec["source_file"]) == ["/data/b.txt", "/data/a.txt", f"<file bucket {other}>"]
+    assert dec["source_line"].tolist() == [4, 2, 0]
+
+
 def test_unique_over_repeated_values_is_labelled_positional(tf, strategies):
     values = [0, 0, 1, 1, 2, 3, 3, 4, 4, 4]
     ds = tf.data.Dataset.from_tensor_slices(tf.constant(values, tf.int64)).unique().batch(4)
