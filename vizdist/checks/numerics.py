@@ -122,8 +122,9 @@ def _element_text(element: dict[str, Any], step: int, host: str) -> str:
     devices = element.get("devices") or []
     on = (f"on {', '.join(devices)}" if devices else
           f"TF's debugger has no record of its device; the input pipeline runs on the host, {host}")
+    which = f"{element.get('function', 'map')} #{int(element.get('map_index', 0)) + 1}"  # "filter #1"
     return (f" It failed in the input pipeline, before the batch of step {step} reached the replicas: "
-            f"{element.get('function', 'map')} #{int(element.get('map_index', 0)) + 1} of the pipeline raised on {what} ({op}, {on}). Found after "
+            f"{which} of the pipeline raised on {what} ({op}, {on}). Found after "
             f"the run: {element.get('how', '')}; {element.get('checked', '?')} element(s) checked.")
 
 
