@@ -268,7 +268,7 @@ def _file_index_fn(files: list[str] | None) -> Any:
         # match at all picks the last entry, ``unknown``. (No tf.cond: its two branch functions made
         # every traced run's set-up about 15 ms slower, when TF optimizes the input graph.)
         hit = tf.where(tf.equal(sorted_names[lo:hi], filename))[:, 0] + lo
-        return tf.gather(sorted_index, tf.concat([hit, [len(files)]], 0)[0])
+        return tf.gather(sorted_index, tf.concat([hit, [unknown]], 0)[0])
 
     return file_index
 
