@@ -33,6 +33,21 @@ def test_child_reports_ready_and_logs_survive_a_failure(tmp_path: Path) -> None:
     assert not ok.alive() and bad.log.exists(), "the log an error named was deleted"
 
 
+def test_what_a_child_leaves_in_its_temporary_folder_goes_with_the_supervisor(tmp_path: Path) -> None:
+    """A child ending with os._exit skips the clean-up at exit (TF's autograph files): nothing of it stays."""
+    for keep in (False, True):
+        sup = sv.Supervisor(tmp_path / f"run-{keep}", label="t")
+        child = sup.spawn("leaver", "vizdist.instrument._demo_child", ["tempfile"])
+        assert sup.wait_exit(child, timeout=60) == 0, sup.log_tail(child)
+        left = Path(sup.log_tail(child).splitlines()[-1])
+        assert left.exists() and left.is_relative_to(sup.folder)
+        if keep:
+            sup.keep()
+        sup.close()
+        assert not left.exists()
+        assert child.log.exists() == keep, "kept logs are kept; only the temporary files go"
+
+
 def test_wait_is_bounded_and_kill_takes_the_whole_tree(tmp_path: Path) -> None:
     sup = sv.Supervisor(tmp_path / "run", label="t")
     child = sup.spawn("tree", "vizdist.instrument._demo_child", ["tree"])
@@ -94,7 +109,8 @@ def test_namespace_works_for_a_non_root_user() -> None:
     setpriv, python = shutil.which("setpriv"), shutil.which("python3", path="/usr/bin:/bin")
     if os.geteuid() != 0 or not setpriv or not python:
         pytest.skip("needs root (to become 'nobody'), setpriv and a system python3 that 'nobody' can run")
-    folder = tempfile.mkdtemp(prefix="vizdist-nobody-")
+    # "nobody" must reach it: not under this run's own temporary folder (mode 0700, see conftest)
+    folder = tempfile.mkdtemp(prefix="vizdist-nobody-", dir="/tmp")
     try:
         os.chmod(folder, 0o755)
         Path(folder, "nscheck.py").write_text(_NSCHECK)
@@ -104,7 +120,8 @@ def test_namespace_works_for_a_non_root_user() -> None:
             f.chmod(stat.S_IRUSR | stat.S_IWUSR | stat.S_IRGRP | stat.S_IROTH)
         out = subprocess.run([setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", python, "-P",
                               f"{folder}/as_nobody.py", f"{folder}/code.json"],
-                             capture_output=True, text=True, timeout=120, cwd="/")
+                             capture_output=True, text=True, timeout=120, cwd="/",
+                             env={**os.environ, "TMPDIR": folder})
         line = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else out.stderr
         if "holder failed" in out.stderr or "FAILED unshare" in line:
             pytest.skip(f"unprivileged user namespaces are disabled here: {line}")

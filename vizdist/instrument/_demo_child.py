@@ -2,16 +2,19 @@
 
 ``python -P -m vizdist.instrument._demo_child MODE`` where MODE is ``ready``
 (report ready, then sleep), ``fail`` (print and exit 1), ``tree`` (start a
-grandchild, report ready, sleep) or ``interfaces`` (print the network
-interfaces and whether loopback works, as JSON).
+grandchild, report ready, sleep), ``interfaces`` (print the network
+interfaces and whether loopback works, as JSON) or ``tempfile`` (leave a
+temporary file, print its path and end with ``os._exit``, as workers do).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 from vizdist.instrument.supervisor import report
@@ -37,6 +40,10 @@ def main(mode: str) -> int:
     if mode == "interfaces":
         _interfaces()
         return 0
+    if mode == "tempfile":
+        with tempfile.NamedTemporaryFile(delete=False) as fh:
+            print(fh.name, flush=True)
+        os._exit(0)
     if mode == "tree":
         grand = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
         print(f"grandchild {grand.pid}", flush=True)

@@ -368,6 +368,7 @@ class Supervisor:
         full_env["PYTHONUNBUFFERED"] = "1"
         status = self.folder / f"status-{name}.txt"
         full_env[STATUS_ENV] = str(status)
+        full_env["TMPDIR"] = str(self._tmpdir(name))
         holder = str(self.namespace.pid) if self.namespace is not None else "-"
         deathsig = "1" if threading.current_thread() is threading.main_thread() else "0"
         argv = [sys.executable, "-P", "-c", _BOOT, holder, str(os.getpid()), deathsig, module, *args]
@@ -378,6 +379,17 @@ class Supervisor:
         child = Child(name, popen, log, status)
         self.children.append(child)
         return child
+
+    def _tmpdir(self, name: str) -> Path:
+        """The child's own temporary folder, removed by :meth:`close`.
+
+        What a child leaves in its temporary folder goes with it: TF's autograph writes a source
+        file per converted function and deletes it at interpreter exit, which a child that ends
+        with ``os._exit`` (or is killed) never reaches.
+        """
+        tmp = self.folder / f"tmp-{name}"
+        tmp.mkdir(exist_ok=True)
+        return tmp
 
     def wait(self, children: Iterable[Child], stages: Iterable[str], *, deadline: float,
              bar: Any = None) -> tuple[str, list[Child]]:
@@ -454,6 +466,8 @@ class Supervisor:
         self.kill_all()
         if remove and self.kept_logs is None and not (self.folder / KEEP_FILE).exists():
             shutil.rmtree(self.folder, ignore_errors=True)
+        for tmp in self.folder.glob("tmp-*"):  # kept logs keep no temporary files
+            shutil.rmtree(tmp, ignore_errors=True)
 
     def __enter__(self) -> Supervisor:
         return self
