@@ -63,3 +63,21 @@ def test_nccl_all_reduce_on_real_gpus_matches_plain_tf(tf):
     plain = strategy.run(lambda x: tf.distribute.get_replica_context().all_reduce("SUM", x), args=(value,))
     assert r["cross_device_ops"] == "NcclAllReduce"
     assert [x["value"] for x in r["results"]] == [float(v) for v in strategy.experimental_local_results(plain)]
+
+
+@pytest.mark.gpu
+def test_worker_processes_share_the_gpu_this_process_holds(tf):
+    """TF maps a GPU's memory when it first uses it: vizdist's workers must still start and run there."""
+    float(tf.reduce_sum(tf.ones([4])))  # this process now holds its GPU context, as a notebook kernel does
+
+    def work(ctx):
+        import tensorflow as wtf
+
+        strategy = ctx.multi_worker_strategy()
+        return vizdist.trace_distribution(strategy, wtf.data.Dataset.range(16).batch(4))
+
+    with vizdist.LocalCluster(workers=2) as cluster:
+        t = cluster.run(work)
+    assert sorted(t.elements["worker"].unique().tolist()) == [0, 1]
+    # DATA sharding of range (AUTO falls back to it): each element read by exactly one worker
+    assert sorted(t.elements["source_id"].tolist()) == list(range(16))

@@ -48,6 +48,17 @@ def test_what_a_child_leaves_in_its_temporary_folder_goes_with_the_supervisor(tm
         assert child.log.exists() == keep, "kept logs are kept; only the temporary files go"
 
 
+def test_children_grow_gpu_memory_unless_the_caller_says_otherwise(tmp_path: Path) -> None:
+    """Several TF processes share one GPU only if none maps all its memory at start (TF's default)."""
+    with sv.Supervisor(tmp_path / "run", label="t", env={"PATH": os.environ.get("PATH", "")}) as sup:
+        default = sup.spawn("default", "vizdist.instrument._demo_child", ["gpu-env"])
+        own = sup.spawn("own", "vizdist.instrument._demo_child", ["gpu-env"],
+                        env={"TF_FORCE_GPU_ALLOW_GROWTH": "false"})
+        for child in (default, own):
+            assert sup.wait_exit(child, timeout=60) == 0, sup.log_tail(child)
+        assert [sup.log_tail(c).splitlines()[-1] for c in (default, own)] == ["true", "false"]
+
+
 def test_wait_is_bounded_and_kill_takes_the_whole_tree(tmp_path: Path) -> None:
     sup = sv.Supervisor(tmp_path / "run", label="t")
     child = sup.spawn("tree", "vizdist.instrument._demo_child", ["tree"])

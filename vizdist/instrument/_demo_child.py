@@ -3,8 +3,9 @@
 ``python -P -m vizdist.instrument._demo_child MODE`` where MODE is ``ready``
 (report ready, then sleep), ``fail`` (print and exit 1), ``tree`` (start a
 grandchild, report ready, sleep), ``interfaces`` (print the network
-interfaces and whether loopback works, as JSON) or ``tempfile`` (leave a
-temporary file, print its path and end with ``os._exit``, as workers do).
+interfaces and whether loopback works, as JSON), ``tempfile`` (leave a
+temporary file, print its path and end with ``os._exit``, as workers do) or
+``gpu-env`` (print ``TF_FORCE_GPU_ALLOW_GROWTH``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ def main(mode: str) -> int:
         return 1
     if mode == "interfaces":
         _interfaces()
+        return 0
+    if mode == "gpu-env":
+        print(os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH"), flush=True)
         return 0
     if mode == "tempfile":
         with tempfile.NamedTemporaryFile(delete=False) as fh:

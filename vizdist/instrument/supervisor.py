@@ -360,9 +360,13 @@ class Supervisor:
         """Start ``python -P -m module args`` (through the boot code) as child ``name``.
 
         ``python_path`` becomes ``PYTHONPATH`` (vizdist's root when ``None``);
-        ``-P`` keeps ``cwd`` off the import path.
+        ``-P`` keeps ``cwd`` off the import path. ``TMPDIR`` is the child's own folder (removed by
+        :meth:`close`) and ``TF_FORCE_GPU_ALLOW_GROWTH`` is ``true`` unless the environment sets it.
         """
         full_env = dict(self.env)
+        # Several TF processes share one GPU only if none of them maps all its memory at start-up (TF's
+        # default); a caller's own setting wins. (TF's GPU guide: "Limiting GPU memory growth".)
+        full_env.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
         full_env.update(env or {})
         full_env["PYTHONPATH"] = os.pathsep.join(python_path if python_path is not None else [vizdist_root()])
         full_env["PYTHONUNBUFFERED"] = "1"
