@@ -146,6 +146,41 @@ def test_check_numerics_in_a_filter_names_the_element_it_raised_on(tf, mirrored,
     assert "bad filter : Tensor had Inf values" in row["message"]
 
 
+def test_check_numerics_in_a_map_inside_a_flat_map_names_the_file_and_line(tf, mirrored, step, tmp_path):
+    files = vizdist.write_text_files(tmp_path, n_files=3, lines_per_file=4)
+
+    def parse(line):
+        return tf.debugging.check_numerics(1.0 / (tf.strings.to_number(line) - 6.0), "line 6")
+
+    ds = tf.data.Dataset.from_tensor_slices(files).flat_map(lambda f: tf.data.TextLineDataset(f).map(parse)).batch(4)
+    with pytest.raises(vizdist.TracingError) as err:
+        vizdist.trace_distribution(mirrored, ds, step_fn=step, placement=True)
+    # plain TF: each file's lines (flat_map reads the files in turn), the line on which parse raises
+    plain = [(f, i) for f in files for i, line in enumerate(tf.data.TextLineDataset(f).as_numpy_iterator())
+             if list(tf.data.Dataset.from_tensors(line).map(parse).ignore_errors().as_numpy_iterator()) == []]
+    row = vizdist.diagnose(err.value.partial_trace).query("code == 'numerics-error'").iloc[0]
+    f, line = plain[0]
+    assert "flat_map #1 of the pipeline raised on source element " in row["message"]
+    assert f" ({f}:{line}) (CheckNumerics '" in row["message"]
+
+
+def test_an_interleave_function_is_not_searched_rather_than_guessed(tf, mirrored, step, tmp_path):
+    """interleave reads several files in turn: the first failing line in input order need not be the
+    one that stopped the run, so vizdist names none (and says how to find it)."""
+    files = vizdist.write_text_files(tmp_path, n_files=3, lines_per_file=4)
+
+    def parse(line):
+        return tf.debugging.check_numerics(1.0 / (tf.strings.to_number(line) - 6.0), "line 6")
+
+    ds = tf.data.Dataset.from_tensor_slices(files).interleave(
+        lambda f: tf.data.TextLineDataset(f).map(parse), cycle_length=2).batch(4)
+    with pytest.raises(vizdist.TracingError) as err:
+        vizdist.trace_distribution(mirrored, ds, step_fn=step, placement=True)
+    assert err.value.partial_trace.meta["placement"]["numerics"]["failed_element"] is None
+    row = vizdist.diagnose(err.value.partial_trace).query("code == 'numerics-error'").iloc[0]
+    assert "vizdist cannot name it from the trace" in row["message"]
+
+
 def test_loss_scaling_warns_only_on_steps_where_fewer_elements_arrived(tf, mirrored):
     ds = tf.data.Dataset.range(10).map(lambda x: tf.cast(x, tf.float32)).batch(4)
     t = vizdist.trace_loss_scaling(mirrored, ds, global_batch_size=4)

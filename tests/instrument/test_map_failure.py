@@ -59,3 +59,59 @@ def test_a_filter_predicate_that_raises_is_found_too(tf, tmp_path):
     assert (found["source_files"][0], found["source_lines"][0]) == plain[0]
     assert (found["function"], found["map_index"]) == ("filter", 0)  # the map before it raised on nothing
     assert "filter's own predicate" in found["how"] and found["op_type"] == "CheckNumerics"
+
+
+def test_a_scan_function_is_called_with_its_state_carried(tf):
+    def running(total, x):
+        total = total + x
+        return total, tf.debugging.check_numerics(1.0 / tf.cast(total - 10, tf.float32), "sum 10")
+
+    ds = tf.data.Dataset.range(12).scan(tf.constant(0, tf.int64), running).batch(3)
+    found = find_map_failure([ds])
+    # plain TF: the scan raises on the element after the last one it yielded (range ids are the values)
+    plain = tf.data.Dataset.range(12).scan(tf.constant(0, tf.int64), running)
+    it, ok = iter(plain), 0
+    try:
+        for _ in it:
+            ok += 1
+    except tf.errors.InvalidArgumentError:
+        pass
+    assert ok < 12, "plain TF raised on nothing: the test's data is wrong"
+    assert found["source_ids"] == [list(range(12))[ok]] and found["checked"] == ok + 1
+    assert (found["function"], found["map_index"]) == ("scan", 0)
+    assert "carrying its state" in found["how"] and "sum 10 : Tensor had Inf values" in found["message"]
+
+
+def test_a_map_inside_a_flat_map_over_files_is_named_by_file_and_line(tf, tmp_path):
+    files = vizdist.write_text_files(tmp_path, n_files=3, lines_per_file=3)
+    ds = (tf.data.Dataset.from_tensor_slices(files)
+          .flat_map(lambda f: tf.data.TextLineDataset(f).map(lambda line: _checked(tf, line))).batch(2))
+    found = find_map_failure([ds])
+    # plain TF and Python: the first line, file by file (flat_map reads them in turn), whose map raises
+    plain = []
+    for f in files:
+        for i, line in enumerate(Path(f).read_text().split()):
+            try:
+                _checked(tf, tf.constant(line))
+            except tf.errors.InvalidArgumentError:
+                plain.append((f, i))
+    assert (found["source_files"][0], found["source_lines"][0]) == plain[0]
+    assert found["checked"] == files.index(plain[0][0]) + 1  # files opened, the failing one included
+    assert (found["function"], found["op_type"]) == ("flat_map", "CheckNumerics")
+
+
+def test_a_flat_map_output_is_named_by_its_element_and_position(tf):
+    def expand(x):
+        return tf.data.Dataset.range(x).map(lambda y: tf.debugging.check_numerics(
+            1.0 / tf.cast(x * 10 + y - 42, tf.float32), "42"))
+
+    found = find_map_failure([tf.data.Dataset.range(6).flat_map(expand)])
+    plain = []  # plain TF: each element's dataset read to its end, in turn
+    for x in range(6):
+        n = 0
+        try:
+            for _ in expand(tf.constant(x, tf.int64)):
+                n += 1
+        except tf.errors.InvalidArgumentError:
+            plain.append((x, n))
+    assert (found["source_ids"][0], found["source_lines"][0]) == plain[0]

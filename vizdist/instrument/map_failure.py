@@ -1,13 +1,25 @@
-"""Which source element made a ``map`` or ``filter`` fail (a ``check_numerics`` or ``tf.debugging.assert_*`` inside it).
+"""Which source element made a function of the input pipeline fail (a ``check_numerics`` or ``tf.debugging.assert_*`` inside it).
 
 When a function of the input pipeline raises, TensorFlow stops the run at
 the iterator: the batch never forms, so no replica receives the element and
 the trace cannot name it from what arrived. :func:`find_map_failure` finds it
 afterwards: it rebuilds the pipeline with vizdist's tags (the same ids the
-trace uses), and for each ``map`` and ``filter`` (source first) walks its
-tagged input in order, calling its own Python function (the predicate, for a
-``filter``), traced by a fresh ``tf.function`` as ``Dataset.map`` traces it,
-on each element until it raises.
+trace uses), and for each ``map``, ``filter``, ``scan`` and ``flat_map``
+(source first) walks its tagged input in order, calling its own Python
+function (the predicate, for a ``filter``), traced by a fresh ``tf.function``
+as ``Dataset.map`` traces it, on each element until it raises:
+
+* ``scan`` carries its state from one call to the next, as TF does;
+* ``flat_map``: the dataset the function returned is read to its end, so a
+  ``map`` inside it (``lambda f: TextLineDataset(f).map(parse)``) is searched
+  too; the element named is the output that raised: the input's id and its
+  position in that dataset (for files: the file and line, as the trace numbers
+  them).
+
+An ``interleave``'s function is not searched: TF reads several of its datasets
+in turn (``cycle_length``), so the output that stopped the run is not the first
+one that raises in input order, and naming that one would be a guess.
+
 The element it raises on is named by its tag (source id, file and line,
 epoch), with TF's message from that call and the failing node.
 
@@ -15,7 +27,7 @@ It is bounded (``limit`` elements, ``seconds``) and exact for pipelines
 that run the same way twice; the result says how many elements were checked.
 It walks the pipeline as given, before a strategy shards it: on a worker of
 a multi-worker run that shards by file, the element named is the first one
-any worker's map or filter raises on.
+any worker's function raises on.
 
 Example:
     >>> import tensorflow as tf  # doctest: +SKIP
@@ -28,21 +40,33 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
-from vizdist.instrument.tagging import _apply, _Builder, decode_tags
+from vizdist.instrument.tagging import (
+    LINE_BITS,
+    SOURCE_SHIFT,
+    _apply,
+    _Builder,
+    _file_index_fn,
+    _is_generator,
+    _py_call,
+    decode_tags,
+)
 
 __all__ = ["find_map_failure", "node_of"]
 
 _UPSTREAM_ERRORS = 100  # errors in a row before a function: its input is broken (say, a missing file), stop there
 
 HOW = ("vizdist re-ran the input pipeline after the run failed, with its tags, and called the {what} "
-       "(a fresh tf.function, as Dataset.map traces it) on each element in order until it raised (the pipeline as "
-       "given, before the strategy shards it; a pipeline that shuffles without a seed may order it differently)")
-_OWN = {"map": "map's own function", "filter": "filter's own predicate"}
+       "(a fresh tf.function, as Dataset.map traces it) on each element in order until it raised{extra} (the pipeline "
+       "as given, before the strategy shards it; a pipeline that shuffles without a seed may order it differently)")
+_OWN = {"map": ("map's own function", ""), "filter": ("filter's own predicate", ""),
+        "scan": ("scan's own function", ", carrying its state from one element to the next"),
+        "flat_map": ("flat_map's own function", ", reading the dataset it returned for each element to its end")}
 
 
 def node_of(message: str) -> str:
@@ -56,12 +80,25 @@ def node_of(message: str) -> str:
     return m.group(1) if m else ""
 
 
+@dataclass
+class _Stage:
+    """One function of the pipeline to search: its kind, its tagged input ``(tag, value)`` and the
+    transformation's function (``state``: a scan's initial state; ``part_shift``: where the position
+    of a flat_map's output goes in its tag)."""
+
+    kind: str
+    tagged: tf.data.Dataset
+    fn: Any
+    state: Any = None
+    part_shift: int = 0
+
+
 class _MapStages(_Builder):
-    """tagging's builder, keeping each ``map``'s and ``filter``'s tagged input and function."""
+    """tagging's builder, keeping each function's tagged input (a :class:`_Stage` each)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.stages: list[tuple[str, tf.data.Dataset, Any]] = []  # (kind, tagged input, function)
+        self.stages: list[_Stage] = []
 
     def build(self, ds: Any) -> tf.data.Dataset:
         name = type(ds).__name__  # tagging dispatches by class name
@@ -69,8 +106,14 @@ class _MapStages(_Builder):
             return self._map(ds)
         if name == "_FilterDataset":
             out = super()._filter(ds)
-            self.stages.append(("filter", out._input_dataset, ds._predicate))
+            self.stages.append(_Stage("filter", out._input_dataset, ds._predicate))
             return out
+        if name == "_ScanDataset":
+            out = super()._scan(ds)
+            self.stages.append(_Stage("scan", out._input_dataset, ds._scan_func, state=ds._initial_state))
+            return out
+        if name == "_FlatMapDataset":  # (interleave is tagged by the base class and not searched)
+            return self._flat_map(ds)
         return super().build(ds)
 
     def _map(self, ds: Any) -> tf.data.Dataset:
@@ -79,8 +122,27 @@ class _MapStages(_Builder):
             return super()._map(ds)
         t = self.build(inner)  # unfused: a range source is tagged by its value, as in the traced run
         self.ops.append("map")
-        self.stages.append(("map", t, fn))
+        self.stages.append(_Stage("map", t, fn))
         return t.map(lambda tag, v: (tag, _apply(fn, v)))
+
+    def _flat_map(self, ds: Any) -> tf.data.Dataset:
+        """flat_map, tagged as tagging does; the stage's input is what its function is called on, with
+        the tag its first output gets."""
+        if _is_generator(ds):
+            return super()._flat_map(ds)
+        first = len(self.sources)
+        out = super()._flat_map(ds)
+        source = self.sources[first]
+        if source.get("id_is") == "file_line":  # files: tag = file index << 32 | position
+            files = source["files"] if source["file_ids"] == "index" else None
+            index, off = _file_index_fn(files), first << SOURCE_SHIFT
+            tagged = ds._input_dataset.map(
+                lambda f: (off + tf.bitwise.left_shift(index(f), tf.constant(LINE_BITS, tf.int64)), f))
+            self.stages.append(_Stage("flat_map", tagged, ds._map_func))
+        else:
+            self.stages.append(_Stage("flat_map", out._input_dataset, ds._map_func,
+                                      part_shift=source["parts"]["shift"]))
+        return out
 
 
 def _op_type(fn: Any, node: str) -> str:
@@ -95,25 +157,69 @@ def _op_type(fn: Any, node: str) -> str:
     return ""
 
 
-def _walk(stage: tf.data.Dataset, fn: Any, deadline: float, limit: int) -> tuple[Any, Any, int, str]:
-    """(tag, error, elements checked, failing op's type) of the first element the map's function raises on."""
-    probe = tf.function(lambda v: _apply(fn, v), reduce_retracing=True)
-    it, n, upstream = iter(stage), 0, 0
+def _walk(stage: _Stage, deadline: float, limit: int) -> tuple[Any, Any, int, str]:
+    """(tag, error, elements checked, failing op's type) of the first element the stage's function raises on."""
+    call = _CALLS[stage.kind](stage)
+    it, n, upstream = iter(stage.tagged), 0, 0
     while n < limit and upstream < _UPSTREAM_ERRORS and time.monotonic() < deadline:
         try:
             tag, value = next(it)
         except StopIteration:
             break
         except tf.errors.OpError:
-            n, upstream = n + 1, upstream + 1  # it failed before this map (an earlier stage raised on it)
+            n, upstream = n + 1, upstream + 1  # it failed before this function (an earlier stage raised on it)
             continue
         n, upstream = n + 1, 0
         try:
-            probe(value)
+            call.run(value, deadline)
         except tf.errors.OpError as exc:
             node = node_of(str(exc))
-            return tag, exc, n, _op_type(probe.get_concrete_function(value), node) if node else ""
+            failed = tag + (call.position << stage.part_shift)
+            return failed, exc, n, _op_type(call.traced(value), node) if node else ""
     return None, None, n, ""
+
+
+class _Call:
+    """Calls a map's function or a filter's predicate on an element, as ``Dataset.map`` traces it."""
+
+    def __init__(self, stage: _Stage) -> None:
+        self.probe = tf.function(lambda v: _apply(stage.fn, v), reduce_retracing=True)
+        self.position = 0  # the output of the element that raised (flat_map / interleave)
+
+    def run(self, value: Any, deadline: float) -> None:
+        self.probe(value)
+
+    def traced(self, value: Any) -> Any:
+        return self.probe.get_concrete_function(value)
+
+
+class _ScanCall(_Call):
+    """A scan's function, its state carried from one element to the next."""
+
+    def __init__(self, stage: _Stage) -> None:
+        self.state = stage.state
+        self.probe = tf.function(lambda s, v: _py_call(stage.fn, s, v), reduce_retracing=True)
+        self.position = 0
+
+    def run(self, value: Any, deadline: float) -> None:
+        self.state, _ = self.probe(self.state, value)
+
+    def traced(self, value: Any) -> Any:
+        return self.probe.get_concrete_function(self.state, value)
+
+
+class _ExpandCall(_Call):
+    """A flat_map's function, and the dataset it returned read to its end (or the deadline)."""
+
+    def run(self, value: Any, deadline: float) -> None:
+        self.position = 0
+        for _ in self.probe(value):
+            self.position += 1
+            if time.monotonic() > deadline:
+                return
+
+
+_CALLS = {"map": _Call, "filter": _Call, "scan": _ScanCall, "flat_map": _ExpandCall}
 
 
 def _named(tag: Any, sources: list[dict[str, Any]]) -> dict[str, Any]:
@@ -124,7 +230,7 @@ def _named(tag: Any, sources: list[dict[str, Any]]) -> dict[str, Any]:
 
 def find_map_failure(datasets: list[tf.data.Dataset], *, node: str = "", limit: int = 100_000,
                      seconds: float = 20.0) -> dict[str, Any] | None:
-    """The first element a ``map`` or ``filter`` of these pipelines raises on (see the module docs), or None.
+    """The first element a function of these pipelines raises on (see the module docs), or None.
 
     Args:
         datasets: the user's pipelines (as given to ``trace_distribution``,
@@ -135,9 +241,10 @@ def find_map_failure(datasets: list[tf.data.Dataset], *, node: str = "", limit: 
 
     Returns:
         ``{function, map_index, source_ids, source_files, source_lines, epochs,
-        op_name, op_type, message, checked, how}``: ``function`` is ``"map"``
-        or ``"filter"`` and ``map_index`` which one of that kind (source
-        first); ``source_ids`` holds several ids when it ran on a batch.
+        op_name, op_type, message, checked, how}``: ``function`` is ``"map"``,
+        ``"filter"``, ``"scan"`` or ``"flat_map"`` and ``map_index`` which one
+        of that kind (source first); ``source_ids`` holds several ids when it
+        ran on a batch.
         ``None`` when none raised within the bounds (or the pipeline cannot
         be tagged).
 
@@ -155,15 +262,16 @@ def find_map_failure(datasets: list[tf.data.Dataset], *, node: str = "", limit: 
             b.build(ds)
         except Exception:
             continue
-        for i, (kind, stage, fn) in enumerate(b.stages):
-            tag, exc, n, op_type = _walk(stage, fn, deadline, limit)
+        for i, stage in enumerate(b.stages):
+            tag, exc, n, op_type = _walk(stage, deadline, limit)
             if exc is None:
                 continue
             message = f"{type(exc).__name__}: {str(exc).strip()}"
             failed = node_of(message)
-            index = sum(k == kind for k, _, _ in b.stages[:i])
-            found.append({"function": kind, "map_index": index, **_named(tag, b.sources), "op_name": failed,
-                          "op_type": op_type, "message": message, "checked": n, "how": HOW.format(what=_OWN[kind])})
+            index = sum(s.kind == stage.kind for s in b.stages[:i])
+            found.append({"function": stage.kind, "map_index": index, **_named(tag, b.sources), "op_name": failed,
+                          "op_type": op_type, "message": message, "checked": n,
+                          "how": HOW.format(what=_OWN[stage.kind][0], extra=_OWN[stage.kind][1])})
             if not node or failed == node:
                 return found[-1]
     return found[0] if found else None

@@ -258,11 +258,11 @@ class PlacementRecorder:
         return out
 
     def watch_input(self, dataset: Any, dataset_fn: Any, contexts: list[dict[str, int]] | None) -> None:
-        """Keep the user's pipeline (or ``dataset_fn`` and its ``InputContext`` s) to find a failing map or filter later."""
+        """Keep the user's pipeline (or ``dataset_fn`` and its ``InputContext`` s) to find a failing function later."""
         self.inputs = (dataset, dataset_fn, list(contexts or []))
 
     def _map_failure(self, exc: BaseException) -> dict[str, Any] | None:
-        """The element a ``map`` or ``filter`` raised on, when the run failed in the input pipeline (see ``map_failure``)."""
+        """The element a function of the input pipeline raised on, when the run failed there (see ``map_failure``)."""
         import tensorflow as tf
 
         from vizdist.instrument.map_failure import find_map_failure, node_of
