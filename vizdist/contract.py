@@ -134,11 +134,12 @@ Placement keys (``distribution`` / ``multi_worker``; written only when asked,
   ``failed_step`` (dict or null: the step that raised, ``{step, arrived,
   replicas: [{replica, device, source_ids, nonfinite_positions}]}``; the
   ids are known when the step's batch had arrived), ``failed_element``
-  (dict or null, :class:`FailedElement`: when a ``map``, ``filter``, ``scan``
-  or ``flat_map`` of the input pipeline raised, the element it raised on, found
-  by re-running its function element by element: ``source_ids`` /
-  ``source_files`` / ``source_lines`` / ``epochs``, ``function`` (``"map"``,
-  ``"filter"``, ``"scan"`` or ``"flat_map"``),
+  (dict or null, :class:`FailedElement`: when a ``map``, ``filter``, ``scan``,
+  ``flat_map`` or ``interleave`` of the input pipeline raised, the element it
+  raised on, found by re-running its function element by element:
+  ``source_ids`` / ``source_files`` / ``source_lines`` / ``epochs``,
+  ``function`` (``"map"``, ``"filter"``, ``"scan"``, ``"flat_map"`` or
+  ``"interleave"``),
   ``map_index`` (which one of that kind, source first),
   ``op_name`` / ``op_type`` / ``devices`` of the failing op, TF's
   ``message`` from that call, ``checked`` elements, ``how``).

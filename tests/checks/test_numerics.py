@@ -164,21 +164,36 @@ def test_check_numerics_in_a_map_inside_a_flat_map_names_the_file_and_line(tf, m
     assert f" ({f}:{line}) (CheckNumerics '" in row["message"]
 
 
-def test_an_interleave_function_is_not_searched_rather_than_guessed(tf, mirrored, step, tmp_path):
-    """interleave reads several files in turn: the first failing line in input order need not be the
-    one that stopped the run, so vizdist names none (and says how to find it)."""
+def test_check_numerics_in_an_interleave_names_the_line_tf_had_reached(tf, mirrored, step, tmp_path):
+    """interleave reads the files in turn: the line named is the one TF's order reached, not the first
+    failing line in file order."""
     files = vizdist.write_text_files(tmp_path, n_files=3, lines_per_file=4)
 
     def parse(line):
-        return tf.debugging.check_numerics(1.0 / (tf.strings.to_number(line) - 6.0), "line 6")
+        x = tf.strings.to_number(line)
+        return tf.debugging.check_numerics(tf.where((x == 3.0) | (x == 5.0), float("inf"), x), "3 or 5")
 
-    ds = tf.data.Dataset.from_tensor_slices(files).interleave(
-        lambda f: tf.data.TextLineDataset(f).map(parse), cycle_length=2).batch(4)
+    def pipeline(fn):
+        return tf.data.Dataset.from_tensor_slices(files).interleave(
+            lambda f: tf.data.TextLineDataset(f).enumerate().map(lambda i, line: fn(f, i, line)),
+            cycle_length=2, block_length=1)
+
     with pytest.raises(vizdist.TracingError) as err:
-        vizdist.trace_distribution(mirrored, ds, step_fn=step, placement=True)
-    assert err.value.partial_trace.meta["placement"]["numerics"]["failed_element"] is None
+        vizdist.trace_distribution(mirrored, pipeline(lambda f, i, line: parse(line)).batch(4), step_fn=step,
+                                   placement=True)
+    # plain TF: (file, line) in its order (a function that raises on nothing), and how many outputs it
+    # yields before raising: the next one in that order stopped the run
+    order = list(pipeline(lambda f, i, line: (f, i)).as_numpy_iterator())
+    yielded = 0
+    try:
+        for _ in pipeline(lambda f, i, line: parse(line)):
+            yielded += 1
+    except tf.errors.InvalidArgumentError:
+        pass
+    file, line = order[yielded][0].decode(), int(order[yielded][1])
     row = vizdist.diagnose(err.value.partial_trace).query("code == 'numerics-error'").iloc[0]
-    assert "vizdist cannot name it from the trace" in row["message"]
+    assert "interleave #1 of the pipeline raised on source element " in row["message"]
+    assert f" ({file}:{line}) (CheckNumerics '" in row["message"]
 
 
 def test_loss_scaling_warns_only_on_steps_where_fewer_elements_arrived(tf, mirrored):

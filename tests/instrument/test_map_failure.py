@@ -115,3 +115,53 @@ def test_a_flat_map_output_is_named_by_its_element_and_position(tf):
         except tf.errors.InvalidArgumentError:
             plain.append((x, n))
     assert (found["source_ids"][0], found["source_lines"][0]) == plain[0]
+
+
+def _interleave_lines(tf, files, fn, **order):
+    return tf.data.Dataset.from_tensor_slices(files).interleave(lambda f: tf.data.TextLineDataset(f).map(fn), **order)
+
+
+def _raises_on(tf, *values):
+    def fn(line):
+        x = tf.strings.to_number(line)
+        bad = tf.reduce_any(tf.equal(x, tf.constant(values, tf.float32)))
+        return tf.debugging.check_numerics(tf.where(bad, float("inf"), x), f"raises on {values}")
+    return fn
+
+
+def test_an_interleave_names_the_output_tf_reached_not_the_first_in_input_order(tf, tmp_path):
+    files = vizdist.write_text_files(tmp_path, n_files=3, lines_per_file=4)
+    fn = _raises_on(tf, 3.0, 5.0)
+    order_kw = {"cycle_length": 2, "block_length": 1}
+    found = find_map_failure([_interleave_lines(tf, files, fn, **order_kw).batch(2)])
+    # plain TF: its order of (file, line), read with the same interleave and a function that raises on
+    # nothing, and how many outputs the raising run yields: the output after those stopped it
+    order = [(f.decode(), int(i)) for f, i in tf.data.Dataset.from_tensor_slices(files).interleave(
+        lambda f: tf.data.TextLineDataset(f).enumerate().map(lambda k, _: (f, k)), **order_kw).as_numpy_iterator()]
+    yielded = 0
+    try:
+        for _ in _interleave_lines(tf, files, fn, **order_kw):
+            yielded += 1
+    except tf.errors.InvalidArgumentError:
+        pass
+    first_in_input_order = min((files.index(f), i) for f, i in order if _plain_raises(tf, fn, f, i))
+    assert (found["source_files"][0], found["source_lines"][0]) == order[yielded]
+    assert (files.index(order[yielded][0]), order[yielded][1]) != first_in_input_order  # what a walk in input order names
+    assert found["function"] == "interleave" and "exactly one" in found["how"]
+
+
+def _plain_raises(tf, fn, f, i):
+    line = Path(f).read_text().split()[i]
+    return list(tf.data.Dataset.from_tensors(line).map(fn).ignore_errors().as_numpy_iterator()) == []
+
+
+def test_an_interleave_names_nothing_where_two_elements_raise_at_the_point_reached(tf, tmp_path):
+    files = vizdist.write_text_files(tmp_path, n_files=2, lines_per_file=4)
+    fn = _raises_on(tf, 1.0, 4.0)  # TF reads 0, then 4 (raises); file 0's next line, 1, raises too
+    assert find_map_failure([_interleave_lines(tf, files, fn, cycle_length=2, block_length=1)]) is None
+    # in no fixed order (deterministic=False) it is not searched at all
+    fn = _raises_on(tf, 5.0)
+    assert find_map_failure([_interleave_lines(tf, files, fn, cycle_length=2, num_parallel_calls=2,
+                                               deterministic=False)]) is None
+    assert find_map_failure([_interleave_lines(tf, files, fn, cycle_length=2, num_parallel_calls=2,
+                                               deterministic=True)])["source_lines"] == [1]

@@ -304,3 +304,19 @@ def test_keyed_elements_are_the_pairs_tensor_for_tensor(tf):
         assert gv["z"].tolist() == wv["z"].tolist()
         assert [a.tolist() for a in gv["a"]] == [a.tolist() for a in wv["a"]]
     assert keyed(pairs)._variant_tensor is pairs._variant_tensor  # no op added: TF runs the same dataset
+
+
+def test_an_interleave_in_no_fixed_order_is_rebuilt_in_no_fixed_order(tf):
+    """Dataset.interleave keeps ``deterministic`` only in its op: the tagged copy's op says the same."""
+    from tensorflow.core.framework import graph_pb2
+
+    from vizdist.instrument.tagging import tag_dataset
+
+    def attr(ds):
+        graph = graph_pb2.GraphDef.FromString(ds._as_serialized_graph().numpy())
+        return [n.attr["deterministic"].s for n in graph.node if n.op == "ParallelInterleaveDatasetV4"]
+
+    for det in (False, True, None):
+        ds = tf.data.Dataset.range(6).interleave(lambda x: tf.data.Dataset.from_tensors(x).repeat(2),
+                                                 cycle_length=2, num_parallel_calls=2, deterministic=det)
+        assert attr(tag_dataset(ds).dataset) == attr(ds)

@@ -112,7 +112,7 @@ def _arrived_inputs(failed: dict[str, Any], failing: int | None) -> tuple[str, t
 
 
 def _element_text(element: dict[str, Any], step: int, host: str) -> str:
-    """The element a function (map, filter, scan, flat_map) of the input pipeline raised on (``failed_element``), in words."""
+    """The element a function (map, filter, ...) of the input pipeline raised on (``failed_element``), in words."""
     ids = element.get("source_ids") or []
     files = element.get("source_files") or [""] * len(ids)
     lines = element.get("source_lines") or [-1] * len(ids)

@@ -4,8 +4,8 @@ When a function of the input pipeline raises, TensorFlow stops the run at
 the iterator: the batch never forms, so no replica receives the element and
 the trace cannot name it from what arrived. :func:`find_map_failure` finds it
 afterwards: it rebuilds the pipeline with vizdist's tags (the same ids the
-trace uses), and for each ``map``, ``filter``, ``scan`` and ``flat_map``
-(source first) walks its tagged input in order, calling its own Python
+trace uses), and for each ``map``, ``filter``, ``scan``, ``flat_map`` and
+``interleave`` (source first) walks its tagged input in order, calling its own Python
 function (the predicate, for a ``filter``), traced by a fresh ``tf.function``
 as ``Dataset.map`` traces it, on each element until it raises:
 
@@ -14,11 +14,13 @@ as ``Dataset.map`` traces it, on each element until it raises:
   ``map`` inside it (``lambda f: TextLineDataset(f).map(parse)``) is searched
   too; the element named is the output that raised: the input's id and its
   position in that dataset (for files: the file and line, as the trace numbers
-  them).
-
-An ``interleave``'s function is not searched: TF reads several of its datasets
-in turn (``cycle_length``), so the output that stopped the run is not the first
-one that raises in input order, and naming that one would be a guess.
+  them);
+* ``interleave`` reads several of those datasets in turn (``cycle_length``), so
+  the first one that raises in input order need not be the one that stopped the
+  run. vizdist first reads the interleave in TF's own order up to its error,
+  counting each element's outputs; the element named is the one whose dataset
+  raises at exactly the position it had reached. When more than one does (or
+  the order is not deterministic), none is named: that would be a guess.
 
 The element it raises on is named by its tag (source id, file and line,
 epoch), with TF's message from that call and the failing node.
@@ -66,7 +68,10 @@ HOW = ("vizdist re-ran the input pipeline after the run failed, with its tags, a
        "as given, before the strategy shards it; a pipeline that shuffles without a seed may order it differently)")
 _OWN = {"map": ("map's own function", ""), "filter": ("filter's own predicate", ""),
         "scan": ("scan's own function", ", carrying its state from one element to the next"),
-        "flat_map": ("flat_map's own function", ", reading the dataset it returned for each element to its end")}
+        "flat_map": ("flat_map's own function", ", reading the dataset it returned for each element to its end"),
+        "interleave": ("interleave's own function", ", reading each element's dataset up to the position it had reached "
+                       "when the interleave, read in TF's own order, raised; it names an element only when exactly one "
+                       "raises there")}
 
 
 def node_of(message: str) -> str:
@@ -91,6 +96,8 @@ class _Stage:
     fn: Any
     state: Any = None
     part_shift: int = 0
+    part_bits: int = LINE_BITS
+    output: tf.data.Dataset | None = None  # interleave: the tagged interleave, read in TF's order
 
 
 class _MapStages(_Builder):
@@ -112,7 +119,7 @@ class _MapStages(_Builder):
             out = super()._scan(ds)
             self.stages.append(_Stage("scan", out._input_dataset, ds._scan_func, state=ds._initial_state))
             return out
-        if name == "_FlatMapDataset":  # (interleave is tagged by the base class and not searched)
+        if name in ("_FlatMapDataset", "_InterleaveDataset", "_ParallelInterleaveDataset"):
             return self._flat_map(ds)
         return super().build(ds)
 
@@ -126,10 +133,11 @@ class _MapStages(_Builder):
         return t.map(lambda tag, v: (tag, _apply(fn, v)))
 
     def _flat_map(self, ds: Any) -> tf.data.Dataset:
-        """flat_map, tagged as tagging does; the stage's input is what its function is called on, with
-        the tag its first output gets."""
-        if _is_generator(ds):
-            return super()._flat_map(ds)
+        """flat_map / interleave, tagged as tagging does; the stage's input is what its function is
+        called on, with the tag its first output gets."""
+        kind = "flat_map" if type(ds).__name__ == "_FlatMapDataset" else "interleave"
+        if _is_generator(ds) or self._interleave_order(ds).get("deterministic") is False:
+            return super()._flat_map(ds)  # (an interleave in no fixed order is not searched)
         first = len(self.sources)
         out = super()._flat_map(ds)
         source = self.sources[first]
@@ -138,10 +146,11 @@ class _MapStages(_Builder):
             index, off = _file_index_fn(files), first << SOURCE_SHIFT
             tagged = ds._input_dataset.map(
                 lambda f: (off + tf.bitwise.left_shift(index(f), tf.constant(LINE_BITS, tf.int64)), f))
-            self.stages.append(_Stage("flat_map", tagged, ds._map_func))
+            self.stages.append(_Stage(kind, tagged, ds._map_func, output=out))
         else:
-            self.stages.append(_Stage("flat_map", out._input_dataset, ds._map_func,
-                                      part_shift=source["parts"]["shift"]))
+            parts = source["parts"]
+            self.stages.append(_Stage(kind, out._input_dataset, ds._map_func, part_shift=parts["shift"],
+                                      part_bits=parts["bits"], output=out))
         return out
 
 
@@ -159,6 +168,8 @@ def _op_type(fn: Any, node: str) -> str:
 
 def _walk(stage: _Stage, deadline: float, limit: int) -> tuple[Any, Any, int, str]:
     """(tag, error, elements checked, failing op's type) of the first element the stage's function raises on."""
+    if stage.kind == "interleave":
+        return _walk_interleave(stage, deadline, limit)
     call = _CALLS[stage.kind](stage)
     it, n, upstream = iter(stage.tagged), 0, 0
     while n < limit and upstream < _UPSTREAM_ERRORS and time.monotonic() < deadline:
@@ -177,6 +188,47 @@ def _walk(stage: _Stage, deadline: float, limit: int) -> tuple[Any, Any, int, st
             failed = tag + (call.position << stage.part_shift)
             return failed, exc, n, _op_type(call.traced(value), node) if node else ""
     return None, None, n, ""
+
+
+def _reached(stage: _Stage, deadline: float, limit: int) -> dict[int, int] | None:
+    """Read the tagged interleave in TF's order: outputs per element (by the tag of its first output)
+    before it raised, or None when it did not raise within the bounds."""
+    field = ((1 << stage.part_bits) - 1) << stage.part_shift
+    counts: dict[int, int] = {}
+    it, n = iter(stage.output), 0
+    while n < limit and time.monotonic() < deadline:
+        try:
+            tag, _ = next(it)
+        except StopIteration:
+            return None
+        except tf.errors.OpError:
+            return counts
+        base = int(tag) & ~field
+        counts[base] = counts.get(base, 0) + 1
+        n += 1
+    return None
+
+
+def _walk_interleave(stage: _Stage, deadline: float, limit: int) -> tuple[Any, Any, int, str]:
+    """The one element whose dataset raises at the position it had reached when the interleave raised."""
+    counts = _reached(stage, deadline, limit)
+    if counts is None:
+        return None, None, 0, ""
+    call, hits, n = _ExpandCall(stage), [], 0
+    for tag, value in stage.tagged:
+        if n >= limit or time.monotonic() > deadline or len(hits) > 1:
+            return None, None, n, ""  # not every element was tried, or two raise there: naming one would be a guess
+        n, reached = n + 1, counts.get(int(tag), 0)
+        try:
+            call.run(value, deadline, stop=reached)
+        except tf.errors.OpError as exc:
+            if call.position == reached:
+                hits.append((tag + (reached << stage.part_shift), exc, value))
+    if len(hits) != 1:
+        return None, None, n, ""
+    tag, exc, value = hits[0]
+    node = node_of(str(exc))
+    return tag, exc, n, _op_type(call.traced(value), node) if node else ""
 
 
 class _Call:
@@ -209,17 +261,18 @@ class _ScanCall(_Call):
 
 
 class _ExpandCall(_Call):
-    """A flat_map's function, and the dataset it returned read to its end (or the deadline)."""
+    """A flat_map's (or interleave's) function, and the dataset it returned read to its end (or to
+    output ``stop``, or the deadline)."""
 
-    def run(self, value: Any, deadline: float) -> None:
+    def run(self, value: Any, deadline: float, stop: int | None = None) -> None:
         self.position = 0
         for _ in self.probe(value):
-            self.position += 1
-            if time.monotonic() > deadline:
+            if self.position == stop or time.monotonic() > deadline:
                 return
+            self.position += 1
 
 
-_CALLS = {"map": _Call, "filter": _Call, "scan": _ScanCall, "flat_map": _ExpandCall}
+_CALLS = {"map": _Call, "filter": _Call, "scan": _ScanCall, "flat_map": _ExpandCall, "interleave": _ExpandCall}
 
 
 def _named(tag: Any, sources: list[dict[str, Any]]) -> dict[str, Any]:
@@ -242,9 +295,9 @@ def find_map_failure(datasets: list[tf.data.Dataset], *, node: str = "", limit: 
     Returns:
         ``{function, map_index, source_ids, source_files, source_lines, epochs,
         op_name, op_type, message, checked, how}``: ``function`` is ``"map"``,
-        ``"filter"``, ``"scan"`` or ``"flat_map"`` and ``map_index`` which one
-        of that kind (source first); ``source_ids`` holds several ids when it
-        ran on a batch.
+        ``"filter"``, ``"scan"``, ``"flat_map"`` or ``"interleave"`` and
+        ``map_index`` which one of that kind (source first); ``source_ids``
+        holds several ids when it ran on a batch.
         ``None`` when none raised within the bounds (or the pipeline cannot
         be tagged).
 

@@ -65,6 +65,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import tensorflow as tf
+from tensorflow.core.framework import graph_pb2
 from tensorflow.python.data.ops import dataset_ops, directed_interleave_op, readers, shuffle_op
 from tensorflow.python.data.util import structure
 from tensorflow.python.framework import tensor_util
@@ -179,6 +180,19 @@ def _apply(wrapper: Any, value: Any) -> Any:
     args = value if type(value) is tuple else (value,)  # tf.data's _should_unpack
     ret = variable_utils.convert_variables_to_tensors(func(*args))
     return tuple(ret) if isinstance(ret, list) else ret  # tf.data's _should_pack
+
+
+def _op_attr(ds: Any, name: str) -> str:
+    """A string attribute of the op that made ``ds`` (``""`` when it cannot be read), from the dataset's
+    serialized graph: the op the graph's ``_Retval`` reads."""
+    try:
+        graph = graph_pb2.GraphDef.FromString(tensor_value(ds._as_serialized_graph()))
+    except Exception:
+        return ""
+    nodes = {n.name: n for n in graph.node}
+    ret = [n for n in graph.node if n.op == "_Retval" and n.input]
+    sink = nodes.get(ret[0].input[0].split(":")[0]) if ret else None
+    return sink.attr[name].s.decode() if sink is not None and name in sink.attr else ""
 
 
 def _deterministic(code: str) -> bool | None:
@@ -435,7 +449,8 @@ class _Builder:
                                  "block_length": impl._block_length}
         if n == "_ParallelInterleaveDataset":
             order["num_parallel_calls"] = impl._num_parallel_calls
-            order["deterministic"] = _deterministic(getattr(impl, "_deterministic", "default"))
+            # Dataset.interleave keeps ``deterministic`` only in its op
+            order["deterministic"] = _deterministic(getattr(impl, "_deterministic", None) or _op_attr(impl, "deterministic"))
         elif n == "ParallelInterleaveDataset":
             order["num_parallel_calls"] = impl._cycle_length
             order["deterministic"] = _deterministic(getattr(impl, "_deterministic", "true"))
