@@ -186,7 +186,8 @@ def _op_attr(ds: Any, name: str) -> str:
     """A string attribute of the op that made ``ds`` (``""`` when it cannot be read), from the dataset's
     serialized graph: the op the graph's ``_Retval`` reads."""
     try:
-        graph = graph_pb2.GraphDef.FromString(tensor_value(ds._as_serialized_graph()))
+        policy = tf.data.experimental.ExternalStatePolicy.IGNORE  # (a random op in a map is no concern here)
+        graph = graph_pb2.GraphDef.FromString(tensor_value(ds._as_serialized_graph(external_state_policy=policy)))
     except Exception:
         return ""
     nodes = {n.name: n for n in graph.node}
