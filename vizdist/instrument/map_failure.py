@@ -88,8 +88,9 @@ def node_of(message: str) -> str:
 @dataclass
 class _Stage:
     """One function of the pipeline to search: its kind, its tagged input ``(tag, value)`` and the
-    transformation's function (``state``: a scan's initial state; ``part_shift``: where the position
-    of a flat_map's output goes in its tag)."""
+    transformation's function (``state``: a scan's initial state; ``part_shift`` / ``part_bits``: where
+    the position of a flat_map's or interleave's output goes in its tag; ``output``: an interleave's
+    tagged outputs, read in TF's order)."""
 
     kind: str
     tagged: tf.data.Dataset
@@ -97,7 +98,7 @@ class _Stage:
     state: Any = None
     part_shift: int = 0
     part_bits: int = LINE_BITS
-    output: tf.data.Dataset | None = None  # interleave: the tagged interleave, read in TF's order
+    output: tf.data.Dataset | None = None
 
 
 class _MapStages(_Builder):
@@ -212,23 +213,37 @@ def _reached(stage: _Stage, deadline: float, limit: int) -> dict[int, int] | Non
 def _walk_interleave(stage: _Stage, deadline: float, limit: int) -> tuple[Any, Any, int, str]:
     """The one element whose dataset raises at the position it had reached when the interleave raised."""
     counts = _reached(stage, deadline, limit)
-    if counts is None:
-        return None, None, 0, ""
-    call, hits, n = _ExpandCall(stage), [], 0
-    for tag, value in stage.tagged:
-        if n >= limit or time.monotonic() > deadline or len(hits) > 1:
-            return None, None, n, ""  # not every element was tried, or two raise there: naming one would be a guess
+    call = _ExpandCall(stage)
+    hits, n = _raising_at(stage, call, counts, deadline, limit) if counts is not None else (None, 0)
+    if hits is None or len(hits) != 1:
+        return None, None, n, ""  # two raise there, or not every element was tried: naming one would be a guess
+    tag, exc, value = hits[0]
+    node = node_of(str(exc))
+    return tag, exc, n, _op_type(call.traced(value), node) if node else ""
+
+
+def _raising_at(stage: _Stage, call: _ExpandCall, counts: dict[int, int], deadline: float,
+                limit: int) -> tuple[list[tuple[Any, Any, Any]] | None, int]:
+    """``([(tag, error, value)] of the elements whose dataset raises at the position in counts,
+    elements tried)``; None instead of the list when not every element could be tried."""
+    hits: list[tuple[Any, Any, Any]] = []
+    it, n = iter(stage.tagged), 0
+    while len(hits) < 2:
+        try:
+            tag, value = next(it)
+        except StopIteration:
+            return hits, n
+        except tf.errors.OpError:  # an element before the interleave is broken
+            return None, n
+        if n >= limit or time.monotonic() > deadline:
+            return None, n
         n, reached = n + 1, counts.get(int(tag), 0)
         try:
             call.run(value, deadline, stop=reached)
         except tf.errors.OpError as exc:
             if call.position == reached:
                 hits.append((tag + (reached << stage.part_shift), exc, value))
-    if len(hits) != 1:
-        return None, None, n, ""
-    tag, exc, value = hits[0]
-    node = node_of(str(exc))
-    return tag, exc, n, _op_type(call.traced(value), node) if node else ""
+    return hits, n
 
 
 class _Call:
