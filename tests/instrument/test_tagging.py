@@ -320,3 +320,17 @@ def test_an_interleave_in_no_fixed_order_is_rebuilt_in_no_fixed_order(tf):
         ds = tf.data.Dataset.range(6).interleave(lambda x: tf.data.Dataset.from_tensors(x).repeat(2),
                                                  cycle_length=2, num_parallel_calls=2, deterministic=det)
         assert attr(tag_dataset(ds).dataset) == attr(ds)
+
+
+def test_decode_tags_reads_one_source_or_several_alike():
+    """One source present takes decode's fast path (no per-element mask); the answer is the same."""
+    from vizdist.instrument.tagging import SOURCE_SHIFT, decode_tags
+
+    info = {"sources": [{"index": 0, "kind": "range", "id_is": "value", "id_bits": 8},
+                        {"index": 1, "kind": "range", "id_is": "value", "id_bits": 8}]}
+    one = np.array([3, 7, 9], dtype=np.int64)
+    both = np.concatenate([one, (1 << SOURCE_SHIFT) + one])
+    assert decode_tags(one, info)["source_id"].tolist() == one.tolist()
+    d = decode_tags(both, info)
+    assert d["source_id"].tolist() == one.tolist() * 2 and d["source"].tolist() == [0, 0, 0, 1, 1, 1]
+    assert decode_tags(np.array([-1], dtype=np.int64), info)["source"].tolist() == [-1]  # not a tag: no crash

@@ -909,12 +909,12 @@ def decode_tags(tags: Any, info: dict[str, Any]) -> dict[str, Any]:
     file_codes = np.zeros(tags.shape, dtype=np.int32)  # source_file as category codes; 0 is ""
     file_names: dict[str, int] = {"": 0}
     source_line = np.full(tags.shape, -1, dtype=np.int64)
-    present = np.unique(source) if tags.size else np.zeros(0, np.int64)
+    present = _present(source)
     worker = np.full(tags.shape, -1, dtype=np.int64) if info.get("services") else None
     for s in info.get("sources", []):
         if s["index"] not in present:
             continue
-        mask = source == s["index"]
+        mask = slice(None) if len(present) == 1 else source == s["index"]  # one source: no per-element mask
         loc = local[mask]
         bits = s.get("id_bits", SOURCE_SHIFT)
         ids = loc & ((1 << bits) - 1)
@@ -940,6 +940,15 @@ def decode_tags(tags: Any, info: dict[str, Any]) -> dict[str, Any]:
     if worker is not None:
         out["service_worker"] = worker  # the tf.data service worker (-1: unknown), with a service read
     return out
+
+
+def _present(source: np.ndarray) -> set[int]:
+    """The source indexes that occur (a count per index: no sort of the tags)."""
+    if not source.size:
+        return set()
+    if source.min() < 0:  # not a vizdist tag (source <= MAX_SOURCES); still decoded, in the slow way
+        return {int(s) for s in np.unique(source)}
+    return {int(s) for s in np.flatnonzero(np.bincount(source))}
 
 
 def _file_codes(source: dict[str, Any], index: np.ndarray, names: dict[str, int]) -> np.ndarray:
