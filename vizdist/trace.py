@@ -125,8 +125,6 @@ def _normalize(name: str, df: pd.DataFrame | None) -> pd.DataFrame:
             df[col] = pd.Series([default] * len(df), dtype=dtype)
             continue
         series = df[col]
-        if dtype != "str" and str(series.dtype) == dtype:
-            continue  # already of its type (an int or bool column holds no missing value): no copy
         if dtype == "str" and _is_text_categorical(series):
             if series.isna().any():  # categorical text stays categorical (few strings, many rows)
                 cats = series.cat.categories
