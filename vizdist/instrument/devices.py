@@ -31,6 +31,11 @@ def virtual_devices(n: int = 4, kind: str = "CPU", *, memory_limit_mb: int = 102
             else CPUs.
         memory_limit_mb: memory of each logical GPU.
 
+    With ``kind="CPU"`` on a machine with GPUs, the GPUs are left whole but grow their memory as
+    needed: by default TF maps nearly all of a GPU's memory when it first uses it, which would leave
+    none for the worker and tf.data service processes vizdist starts beside this one (they grow theirs
+    too: ``TF_FORCE_GPU_ALLOW_GROWTH``).
+
     Returns:
         The logical device names, e.g. ``['/device:CPU:0', ..., '/device:CPU:3']``.
 
@@ -66,6 +71,8 @@ def virtual_devices(n: int = 4, kind: str = "CPU", *, memory_limit_mb: int = 102
         conf = tf.config.get_logical_device_configuration(dev)
         return len(conf) if conf else 1
 
+    if kind == "CPU" and not _initialized():
+        _grow_memory(gpus)
     if all(current_count(d) == n for d in physical) and (_initialized() or n == 1):
         return [d.name for d in tf.config.list_logical_devices(kind)]
     if _initialized():
@@ -78,3 +85,10 @@ def virtual_devices(n: int = 4, kind: str = "CPU", *, memory_limit_mb: int = 102
     for dev in physical:
         tf.config.set_logical_device_configuration(dev, wanted)
     return [d.name for d in tf.config.list_logical_devices(kind)]
+
+
+def _grow_memory(gpus: list[tf.config.PhysicalDevice]) -> None:
+    """Let GPUs this process does not split take memory as they need it (see :func:`virtual_devices`)."""
+    for gpu in gpus:
+        if not tf.config.get_logical_device_configuration(gpu):
+            tf.config.experimental.set_memory_growth(gpu, True)
