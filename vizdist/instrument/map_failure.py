@@ -68,10 +68,13 @@ HOW = ("vizdist re-ran the input pipeline after the run failed, with its tags, a
        "as given, before the strategy shards it; a pipeline that shuffles without a seed may order it differently)")
 _OWN = {"map": ("map's own function", ""), "filter": ("filter's own predicate", ""),
         "scan": ("scan's own function", ", carrying its state from one element to the next"),
-        "flat_map": ("flat_map's own function", ", reading the dataset it returned for each element to its end"),
-        "interleave": ("interleave's own function", ", reading each element's dataset up to the position it had reached "
-                       "when the interleave, read in TF's own order, raised; it names an element only when exactly one "
-                       "raises there")}
+        "flat_map": ("flat_map's own function", ", reading the dataset it returned for each element to its end")}
+HOW_INTERLEAVE = (
+    "vizdist re-ran the input pipeline after the run failed, with its tags: it read the interleave in TF's own order "
+    "up to its error, then called the interleave's own function (a fresh tf.function, as Dataset.map traces it) on "
+    "every element and read the dataset it returned up to the point TF had reached; exactly one element raised "
+    "there (the pipeline as given, before the strategy shards it; a pipeline that shuffles without a seed may order "
+    "it differently)")
 
 
 def node_of(message: str) -> str:
@@ -287,7 +290,12 @@ class _ExpandCall(_Call):
             self.position += 1
 
 
-_CALLS = {"map": _Call, "filter": _Call, "scan": _ScanCall, "flat_map": _ExpandCall, "interleave": _ExpandCall}
+_CALLS = {"map": _Call, "filter": _Call, "scan": _ScanCall, "flat_map": _ExpandCall}  # (interleave: _walk_interleave)
+
+
+def _how(kind: str) -> str:
+    """How the element was found, in words (``failed_element["how"]``)."""
+    return HOW_INTERLEAVE if kind == "interleave" else HOW.format(what=_OWN[kind][0], extra=_OWN[kind][1])
 
 
 def _named(tag: Any, sources: list[dict[str, Any]]) -> dict[str, Any]:
@@ -339,7 +347,7 @@ def find_map_failure(datasets: list[tf.data.Dataset], *, node: str = "", limit: 
             index = sum(s.kind == stage.kind for s in b.stages[:i])
             found.append({"function": stage.kind, "map_index": index, **_named(tag, b.sources), "op_name": failed,
                           "op_type": op_type, "message": message, "checked": n,
-                          "how": HOW.format(what=_OWN[stage.kind][0], extra=_OWN[stage.kind][1])})
+                          "how": _how(stage.kind)})
             if not node or failed == node:
                 return found[-1]
     return found[0] if found else None
