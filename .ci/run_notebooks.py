@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
 
 import nbformat
@@ -18,6 +19,14 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
 
 def main(paths: list[str]) -> int:
+    # What the kernels write to a temporary folder (data files, TF's AutoGraph sources, which a kernel
+    # stopped at the end never deletes) goes in one folder, removed at the end.
+    with tempfile.TemporaryDirectory(prefix="vizdist-notebooks-") as tmp:
+        os.environ["TMPDIR"] = tmp
+        return _run(paths)
+
+
+def _run(paths: list[str]) -> int:
     for path in paths:
         t0 = time.monotonic()
         nb = nbformat.read(path, as_version=4)
