@@ -349,6 +349,7 @@ class _Builder:
         self.ambiguities: list[str] = []
         self.positional: list[str] = []
         self.services: list[dict[str, Any]] = []
+        self._orders: dict[int, dict[str, Any]] = {}  # id of a flat_map/interleave -> its order
         self.flags: dict[str, Any] = {
             "global_batch_size": None, "drop_remainder": None, "batched": False,
             "filter": False, "repeat": False, "take": False, "skip": False, "shard": False,
@@ -443,6 +444,14 @@ class _Builder:
             num_parallel_calls=order.get("num_parallel_calls"), deterministic=order.get("deterministic"))
 
     def _interleave_order(self, impl: Any) -> dict[str, Any]:
+        """How ``impl`` (flat_map or an interleave) orders its outputs; read once per dataset (an
+        interleave's ``deterministic`` takes serializing its graph)."""
+        if id(impl) not in self._orders:
+            self._orders[id(impl)] = self._read_order(impl)
+        return self._orders[id(impl)]
+
+    @staticmethod
+    def _read_order(impl: Any) -> dict[str, Any]:
         n = type(impl).__name__
         if n == "_FlatMapDataset":
             return {"kind": "flat_map"}
