@@ -74,6 +74,7 @@ from vizdist.instrument.distribution import (
     _wrap_tf_error,
     finished_trace,
     per_replica,
+    release_frames,
 )
 from vizdist.instrument.supervisor import Supervisor, temp_folder
 from vizdist.instrument.tagging import untag
@@ -205,6 +206,10 @@ class _Feed:
     def __init__(self, strategy: Any, iterator: Any, *, tagged: bool, step_fn: Callable[..., Any] | None) -> None:
         self.strategy, self.iterator, self.tagged, self.step_fn = strategy, iterator, tagged, step_fn
         self.failed_in = "data"
+
+    def close(self) -> None:
+        """Let go of the iterator (the loop that read it has ended)."""
+        self.iterator = None
 
     def _replica_fn(self, element: Any) -> Any:
         """Runs on each replica inside ``experimental_run``: strip the tag, call the user's step."""
@@ -338,6 +343,9 @@ class _TF1Loop(_Loop):
             self._feed_steps(feed, bar)
         except BaseException as exc:  # handed to the caller's thread
             self.error, self.stopped = exc, "error"
+        finally:
+            feed.close()  # TF's iterator goes here, in this thread (see distribution.release_frames)
+            release_frames(self.error)
 
     def _feed_steps(self, feed: Any, bar: Any) -> None:
         try:
@@ -470,8 +478,10 @@ def _trace_tf1(strategy: Any, dataset: Any, input_fn: Any, step_fn: Any, steps: 
         finally:
             bar.close()
     finally:
-        if own and (loop is None or loop.stopped not in ("timeout", "interrupted")):
-            session.close()  # a run still blocked in TF after a timeout keeps its session
+        if loop is None or loop.stopped not in ("timeout", "interrupted"):
+            inp.dist = None  # the loop has ended: TF's iterator goes now, not in a later garbage collection
+            if own:
+                session.close()  # a run still blocked in TF after a timeout keeps its session
     meta = _finish_meta(meta, reader, loop, timeout)
     return finished_trace(strategy, reader, loop, meta, cap=cap)
 

@@ -170,8 +170,16 @@ def _op_type(fn: Any, node: str) -> str:
     return ""
 
 
-def _walk(stage: _Stage, deadline: float, limit: int) -> tuple[Any, Any, int, str]:
-    """(tag, error, elements checked, failing op's type) of the first element the stage's function raises on."""
+def _message(exc: BaseException) -> str:
+    """TF's error in words. Callers keep this, not the error: its traceback holds TF's iterator, and a
+    kept error put the iterator in a reference cycle that a later garbage collection destroyed, stalling
+    whatever thread ran it (see ``distribution.release_frames``)."""
+    return f"{type(exc).__name__}: {str(exc).strip()}"
+
+
+def _walk(stage: _Stage, deadline: float, limit: int) -> tuple[Any, str | None, int, str]:
+    """(tag, TF's error message, elements checked, failing op's type) of the first element the stage's
+    function raises on."""
     if stage.kind == "interleave":
         return _walk_interleave(stage, deadline, limit)
     call = _CALLS[stage.kind](stage)
@@ -188,9 +196,12 @@ def _walk(stage: _Stage, deadline: float, limit: int) -> tuple[Any, Any, int, st
         try:
             call.run(value, deadline)
         except tf.errors.OpError as exc:
-            node = node_of(str(exc))
-            failed = tag + (call.position << stage.part_shift)
-            return failed, exc, n, _op_type(call.traced(value), node) if node else ""
+            message = _message(exc)
+        else:
+            continue
+        node = node_of(message)
+        failed = tag + (call.position << stage.part_shift)
+        return failed, message, n, _op_type(call.traced(value), node) if node else ""
     return None, None, n, ""
 
 
@@ -213,23 +224,23 @@ def _reached(stage: _Stage, deadline: float, limit: int) -> dict[int, int] | Non
     return None
 
 
-def _walk_interleave(stage: _Stage, deadline: float, limit: int) -> tuple[Any, Any, int, str]:
+def _walk_interleave(stage: _Stage, deadline: float, limit: int) -> tuple[Any, str | None, int, str]:
     """The one element whose dataset raises at the position it had reached when the interleave raised."""
     counts = _reached(stage, deadline, limit)
     call = _ExpandCall(stage)
     hits, n = _raising_at(stage, call, counts, deadline, limit) if counts is not None else (None, 0)
     if hits is None or len(hits) != 1:
         return None, None, n, ""  # two raise there, or not every element was tried: naming one would be a guess
-    tag, exc, value = hits[0]
-    node = node_of(str(exc))
-    return tag, exc, n, _op_type(call.traced(value), node) if node else ""
+    tag, message, value = hits[0]
+    node = node_of(message)
+    return tag, message, n, _op_type(call.traced(value), node) if node else ""
 
 
 def _raising_at(stage: _Stage, call: _ExpandCall, counts: dict[int, int], deadline: float,
                 limit: int) -> tuple[list[tuple[Any, Any, Any]] | None, int]:
-    """``([(tag, error, value)] of the elements whose dataset raises at the position in counts,
+    """``([(tag, TF's error message, value)] of the elements whose dataset raises at the position in counts,
     elements tried)``; None instead of the list when not every element could be tried."""
-    hits: list[tuple[Any, Any, Any]] = []
+    hits: list[tuple[Any, str, Any]] = []
     it, n = iter(stage.tagged), 0
     while len(hits) < 2:
         try:
@@ -245,7 +256,7 @@ def _raising_at(stage: _Stage, call: _ExpandCall, counts: dict[int, int], deadli
             call.run(value, deadline, stop=reached)
         except tf.errors.OpError as exc:
             if call.position == reached:
-                hits.append((tag + (reached << stage.part_shift), exc, value))
+                hits.append((tag + (reached << stage.part_shift), _message(exc), value))
     return hits, n
 
 
@@ -339,10 +350,9 @@ def find_map_failure(datasets: list[tf.data.Dataset], *, node: str = "", limit: 
         except Exception:
             continue
         for i, stage in enumerate(b.stages):
-            tag, exc, n, op_type = _walk(stage, deadline, limit)
-            if exc is None:
+            tag, message, n, op_type = _walk(stage, deadline, limit)
+            if message is None:
                 continue
-            message = f"{type(exc).__name__}: {str(exc).strip()}"
             failed = node_of(message)
             index = sum(s.kind == stage.kind for s in b.stages[:i])
             found.append({"function": stage.kind, "map_index": index, **_named(tag, b.sources), "op_name": failed,
