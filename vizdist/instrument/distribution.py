@@ -28,7 +28,6 @@ import json
 import platform
 import threading
 import time
-import traceback
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -37,7 +36,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from vizdist.errors import TracingError
+from vizdist.errors import TracingError, release_frames
 from vizdist.instrument.record import Recorder, num_workers, replica_devices, strategy_name, worker_position
 from vizdist.instrument.service import own as service_own
 from vizdist.instrument.service import registry as service_registry
@@ -480,33 +479,6 @@ def _timed_step_fn(step_fn: Callable[..., Any], timer: Any, step: list[int]) -> 
                       replica=replica)
 
     return timed
-
-
-def release_frames(error: BaseException | None) -> None:
-    """Let go of the locals in ``error``'s traceback (and the errors it chains), keeping its lines.
-
-    A tf.data error's traceback runs through TF's iterator code, whose frames hold the iterator.
-    Caught and kept (as vizdist keeps the error it re-raises with the partial trace), they put the
-    iterator in a reference cycle, and the cyclic collector destroyed it minutes later in an unrelated
-    thread: TF's iterator destructor waits for its threads while holding the GIL, so that thread stalled.
-    Cleared frames let the iterator go at once, in the thread that read it. The printed traceback is the
-    same; only a post-mortem debugger sees fewer locals.
-
-        >>> def read(iterator):
-        ...     return 1 / 0
-        >>> try:
-        ...     read(iter([1]))
-        ... except ZeroDivisionError as e:
-        ...     release_frames(e)
-        ...     failed_in = e.__traceback__.tb_next.tb_frame
-        >>> failed_in.f_code.co_name, failed_in.f_locals
-        ('read', {})
-    """
-    seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        traceback.clear_frames(error.__traceback__)
-        error = error.__cause__ or error.__context__
 
 
 class _Loop:

@@ -56,7 +56,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.util import deprecation
 
-from vizdist.errors import TracingError
+from vizdist.errors import TracingError, release_frames
 from vizdist.instrument.cluster import pickle_job
 from vizdist.instrument.distribution import (
     DEFAULT_MAX_STEPS,
@@ -74,7 +74,6 @@ from vizdist.instrument.distribution import (
     _wrap_tf_error,
     finished_trace,
     per_replica,
-    release_frames,
 )
 from vizdist.instrument.supervisor import Supervisor, temp_folder
 from vizdist.instrument.tagging import untag
@@ -344,7 +343,7 @@ class _TF1Loop(_Loop):
         except BaseException as exc:  # handed to the caller's thread
             self.error, self.stopped = exc, "error"
         finally:
-            feed.close()  # TF's iterator goes here, in this thread (see distribution.release_frames)
+            feed.close()  # TF's iterator goes here, in this thread (see vizdist.errors.release_frames)
             release_frames(self.error)
 
     def _feed_steps(self, feed: Any, bar: Any) -> None:

@@ -173,7 +173,7 @@ def _op_type(fn: Any, node: str) -> str:
 def _message(exc: BaseException) -> str:
     """TF's error in words. Callers keep this, not the error: its traceback holds TF's iterator, and a
     kept error put the iterator in a reference cycle that a later garbage collection destroyed, stalling
-    whatever thread ran it (see ``distribution.release_frames``)."""
+    whatever thread ran it (see :func:`vizdist.errors.release_frames`)."""
     return f"{type(exc).__name__}: {str(exc).strip()}"
 
 
