@@ -98,7 +98,9 @@ def test_find_map_failure_leaves_none(tf, kind):
 
 
 def test_an_in_process_service_consumer_stopped_by_a_data_error_leaves_none(tf):
-    with vizdist.LocalDataService(workers=1, in_process=True) as s:
+    from vizdist.instrument.cluster import IsolationWarning
+
+    with pytest.warns(IsolationWarning), vizdist.LocalDataService(workers=1, in_process=True) as s:
         def run():
             with pytest.raises(TracingError, match="bad : Tensor had NaN values"):
                 s.trace(_bad_map(tf, tf.data.Dataset.range(64)), processing_mode="parallel_epochs", progress=False)
