@@ -202,9 +202,7 @@ def _colliding_pair(tf, folder) -> tuple[str, str]:
 
 
 def test_colliding_file_names_keep_their_own_identity(tf, tmp_path, strategies):
-    a, b = _colliding_pair(tf, tmp_path)
-    assert tf.strings.to_hash_bucket_fast([a, b], 1 << 24).numpy().tolist()[0] == \
-        tf.strings.to_hash_bucket_fast([a, b], 1 << 24).numpy().tolist()[1]
+    a, b = _colliding_pair(tf, tmp_path)  # same 24-bit bucket, by TF's own hash
     for i, path in enumerate((a, b)):
         with open(path, "w") as fh:
             fh.write("".join(f"{i}:{j}\n" for j in range(4)))

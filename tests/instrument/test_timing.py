@@ -144,7 +144,8 @@ def test_profiler_spans_pair_produce_with_consume_and_report_buffer_depth(tf):
     assert set(consume["element_id"]) <= set(produce["element_id"])
     # each consume is tied to the step whose next() it happened in
     host = events[(events["origin"] == "host") & (events["stage"] == "transfer")].set_index("step")
-    for _, c in consume[consume["step"] >= 0].iterrows():
+    assert (consume["step"] >= 0).all(), consume
+    for _, c in consume.iterrows():
         h = host.loc[c["step"]]
         assert h["t_start_ns"] <= c["t_start_ns"] <= h["t_end_ns"]
     # the produce of an element carries the step that consumed it, and happened before that

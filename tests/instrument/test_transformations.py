@@ -231,7 +231,10 @@ def _delivered(t: Any, case: Case) -> list[tuple[Any, dict[str, Any]]]:
 def _exact(t: Any, case: Case, files: list[str] | None) -> bool:
     expect = _file_line(files) if case.expect == "files" else case.expect
     seen: Counter[str] = Counter()
-    for value, row in _delivered(t, case):
+    delivered = _delivered(t, case)
+    if len(delivered) != sum(len(case.rows(json.loads(r))) for r in t.batches["result"]):
+        return False  # a value TF delivered has no row in the trace
+    for value, row in delivered:
         want = {"source": 0, **expect(value)}
         key = json.dumps(value)
         want["epoch"] = seen[key]  # how many times plain TF had already delivered this element
