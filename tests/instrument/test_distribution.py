@@ -126,6 +126,41 @@ def test_per_replica_dataset_fn_ignoring_context_is_flagged(tf):
     assert sorted(t2.elements.source_id.tolist()) == list(range(8))
 
 
+@pytest.mark.parametrize("per_replica", [1, 2])
+def test_from_function_with_drop_remainder_names_the_elements_tf_never_handed_out(tf, mirrored, per_replica):
+    def fn(ctx):  # sharded by its context, as TF's guide does (one input pipeline here: shard(1, 0))
+        ds = tf.data.Dataset.range(10).shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+        return ds.batch(per_replica, drop_remainder=True)
+
+    plain = {int(v) for x in mirrored.distribute_datasets_from_function(fn)
+             for t in mirrored.experimental_local_results(x) for v in t.numpy()}
+    missing = sorted(set(range(10)) - plain)
+    assert missing  # plain TF: the last, incomplete step is never handed out
+    t = vizdist.trace_distribution(mirrored, dataset_fn=fn)
+    row = vizdist.diagnose(t).query("code == 'missing-elements'").iloc[0]
+    assert f"never arrived ({', '.join(map(str, missing))})" in row["message"]
+    assert "some replica would get no batch" in row["message"]
+
+
+def test_per_replica_pipelines_are_judged_together_for_missing_elements(tf):
+    mirrored = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(4)])  # see the PER_REPLICA test above
+    opts = tf.distribute.InputOptions(
+        experimental_replication_mode=tf.distribute.InputReplicationMode.PER_REPLICA,
+        experimental_fetch_to_device=False)
+
+    def fn(ctx):  # each replica reads its own shard; batches of 2 drop a shard's odd last element
+        ds = tf.data.Dataset.range(10).shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+        return ds.batch(ctx.get_per_replica_batch_size(8), drop_remainder=True)
+
+    plain = {int(v) for x in mirrored.distribute_datasets_from_function(fn, opts)
+             for t in mirrored.experimental_local_results(x) for v in t.numpy()}
+    missing = sorted(set(range(10)) - plain)
+    assert missing
+    t = vizdist.trace_distribution(mirrored, dataset_fn=fn, options=opts)
+    row = vizdist.diagnose(t).query("code == 'missing-elements'").iloc[0]
+    assert f"never arrived ({', '.join(map(str, missing))})" in row["message"]
+
+
 @pytest.mark.parametrize("kind", ["default", "one_device", "central_storage"])
 def test_other_single_process_strategies(tf, kind):
     strategy = {

@@ -187,10 +187,11 @@ def missing_elements(trace: Trace) -> Iterator[Finding]:
     flags: dict[str, Any] = meta.get("pipeline_flags") or {}
     if meta.get("provenance") != "tagged" or meta.get("stopped") not in (None, "end_of_data"):
         return
-    if any(flags.get(k) for k in ("filter", "take", "skip", "shard", "opaque")):
+    if any(flags.get(k) for k in ("filter", "take", "skip", "opaque")):
         return
-    if meta.get("api") in _PER_PIPELINE and len(meta.get("input_contexts") or []) > 1:
-        return  # per-pipeline sharding: the worker checks judge coverage
+    every_pipeline = _every_pipeline(meta)
+    if every_pipeline is False or (flags.get("shard") and not every_pipeline):
+        return  # a shard of the data (some of the input pipelines): the worker checks judge coverage
     e = trace.elements
     for source in meta.get("sources") or []:
         universe = _universe(source)
@@ -201,18 +202,53 @@ def missing_elements(trace: Trace) -> Iterator[Finding]:
         if not missing:
             continue
         shown = _names(missing[:10]) + (" ..." if len(missing) > 10 else "")
-        if flags.get("drop_remainder"):
-            cause = (
-                f"batch(..., drop_remainder=True) dropped the last {_plural(len(missing), 'element')} because "
-                "they did not fill a whole batch. Keep them with drop_remainder=False (and handle the partial "
-                "batch), or choose a dataset size that is a multiple of the batch."
-            )
-        else:
-            cause = "they never reached any replica. Check the pipeline's filters and sharding."
         yield Finding(
             "missing-elements", "warning",
-            f"{_plural(len(missing), 'source element')} of {len(universe)} never arrived ({shown}): {cause}",
+            f"{_plural(len(missing), 'source element')} of {len(universe)} never arrived ({shown}): "
+            f"{_missing_cause(meta, flags, len(missing))}",
         )
+
+
+def _every_pipeline(meta: dict[str, Any]) -> bool | None:
+    """Whether the trace holds every input pipeline its dataset_fn was called for (None: no dataset_fn).
+
+    A sharded pipeline can only be judged whole: then every source element should arrive once.
+
+    Example:
+        >>> ctx = {"num_input_pipelines": 2, "num_replicas_in_sync": 2}
+        >>> _every_pipeline({"api": "distribute_datasets_from_function",
+        ...                  "input_contexts": [dict(ctx, input_pipeline_id=i) for i in (0, 1)]})
+        True
+        >>> _every_pipeline({"api": "distribute_datasets_from_function",
+        ...                  "input_contexts": [dict(ctx, input_pipeline_id=1)]})
+        False
+    """
+    contexts = meta.get("input_contexts") or []
+    if meta.get("api") not in _PER_PIPELINE or not contexts:
+        return None if meta.get("api") not in _PER_PIPELINE else False
+    wanted = {int(c.get("num_input_pipelines") or 0) for c in contexts}
+    ids = {int(c.get("input_pipeline_id", -1)) for c in contexts}
+    return len(wanted) == 1 and ids == set(range(wanted.pop()))
+
+
+def _missing_cause(meta: dict[str, Any], flags: dict[str, Any], n: int) -> str:
+    """Why elements of an unfiltered, unsharded pipeline never arrived."""
+    if not flags.get("drop_remainder"):
+        return "they never reached any replica. Check the pipeline's filters and sharding."
+    if meta.get("api") in _PER_PIPELINE:
+        # TF's input_lib (_enable_get_next_as_optional): partial-batch handling is off when every
+        # element has a static shape (as drop_remainder=True gives) on a single worker.
+        return (
+            "with batch(..., drop_remainder=True) a short per-replica batch is dropped and, every batch having "
+            "a fixed shape, TF ends the data at the first step where some replica would get no batch: the last "
+            f"{_plural(n, 'element')} never reached a replica. Keep them with drop_remainder=False (TF then hands "
+            "such replicas an empty batch), or choose a dataset size that is a multiple of the global batch."
+        )
+    return (
+        f"batch(..., drop_remainder=True) dropped the last {_plural(n, 'element')} because they did not fill "
+        "a whole batch. Keep them with drop_remainder=False (and handle the partial batch), or choose a dataset "
+        "size that is a multiple of the batch."
+    )
 
 
 def provenance_exact(meta: dict[str, Any]) -> bool:

@@ -671,7 +671,8 @@ class _Builder:
     def _shard(self, ds: Any) -> tf.data.Dataset:
         t = self.build(ds._input_dataset)
         self.ops.append(f"shard({_const(ds._num_shards)}, {_const(ds._index)})")
-        self.flags["shard"] = True
+        # shard(1, 0) keeps every element (an InputContext's shard over one input pipeline): no flag
+        self.flags["shard"] = self.flags["shard"] or _const(ds._num_shards) != 1
         return t.shard(ds._num_shards, ds._index)
 
     def _restructure(self, ds: Any) -> tf.data.Dataset:
