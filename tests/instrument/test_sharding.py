@@ -218,6 +218,9 @@ def test_file_with_one_file_run_anyway_fails_bounded_with_real_errors(tmp_path: 
     errs = cmp.errors["FILE"]
     assert "Could not apply FILE based sharding" in " ".join(errs.values())
     assert len(errs) == 2  # the other worker does not hang: it fails too, in its collective
+    # TF's shard op (require_non_empty, added by auto-shard; shard_dataset_op.cc) raises on a worker that
+    # read its file and finds too few left for the others; worker 1, past the last file, sees its data end
+    assert sorted(w for w, e in errs.items() if "Could not apply FILE based sharding" in e) == ["worker-0"]
     codes = diagnose(cmp.traces["FILE"])
     assert codes.query("code == 'worker-starved'").iloc[0]["workers"] == [1]
 

@@ -138,9 +138,9 @@ def worker_starved(trace: Trace) -> Iterator[Finding]:
             yield Finding(
                 "worker-starved", "error",
                 f"FILE sharding hands out whole files, and there are only {len(files)} file(s) for "
-                f"{len(workers)} workers: worker(s) {starved} have no file. TensorFlow refuses to shard "
-                "(\"Could not apply FILE based sharding\") and the other workers then fail or wait in a "
-                "collective for them"
+                f"{len(workers)} workers: worker(s) {starved} have no file, see their data end at once and "
+                "wait in a collective, while TensorFlow's shard raises \"Could not apply FILE based sharding\" "
+                "on the workers that do have a file, finding too few files for all workers"
                 + (f" ({len(errors)} worker(s) failed; their errors are in trace.meta['errors'])" if errors else "")
                 + ". Fix: split the data into at least as many files as workers (ideally many more), or use "
                 "AutoShardPolicy.DATA.",

@@ -349,8 +349,9 @@ def _unrunnable(pols: list[str], files: list[str], workers: int) -> dict[str, st
         return {}
     return {"FILE": (
         f"FILE sharding gives each worker whole files, but there are {len(files)} file(s) for {workers} "
-        f"workers: worker(s) {list(range(len(files), workers))} would get no file. TensorFlow then fails "
-        "on those workers while the others wait for them in a collective. Use at least as many files "
+        f"workers: worker(s) {list(range(len(files), workers))} would get no file. TensorFlow's shard then "
+        "raises on the workers that do have a file (it finds too few files for all workers), while the "
+        "ones without see their data end and wait for them in a collective. Use at least as many files "
         "as workers, or DATA/AUTO sharding.")}
 
 
