@@ -223,9 +223,9 @@ def _every_pipeline(meta: dict[str, Any]) -> bool | None:
         ...                  "input_contexts": [dict(ctx, input_pipeline_id=1)]})
         False
     """
+    if meta.get("api") not in _PER_PIPELINE:
+        return None
     contexts = meta.get("input_contexts") or []
-    if meta.get("api") not in _PER_PIPELINE or not contexts:
-        return None if meta.get("api") not in _PER_PIPELINE else False
     wanted = {int(c.get("num_input_pipelines") or 0) for c in contexts}
     ids = {int(c.get("input_pipeline_id", -1)) for c in contexts}
     return len(wanted) == 1 and ids == set(range(wanted.pop()))
