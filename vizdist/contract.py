@@ -90,6 +90,11 @@ Keys of every kind (:class:`CommonMeta`):
 - ``pipeline`` (list), ``pipelines`` (list), ``sources`` (list),
   ``pipeline_flags`` (dict): the pipeline's transformations as vizdist read them.
 - ``element_spec`` / ``distributed_element_spec`` (str): the specs, as text.
+- ``rebatch`` (str): the op TF cut each global batch with, read from the distributed
+  dataset's graph: ``"RebatchDataset"`` (its legacy rebatch, which TF swaps in when it
+  shards by DATA: every batch, a short one too, into pieces of ceil(n / replicas)),
+  ``"RebatchDatasetV2"`` (fixed per-replica sizes that differ by at most one, filled in
+  replica order) or ``""`` (no rebatch: one replica, ``distribute_datasets_from_function``).
 - ``stopped`` (str): why iteration ended (``"end_of_data"``, ``"steps"``,
   ``"max_steps"``, ``"error"``).
 - ``worker`` (int): the recording process's worker number.
@@ -573,6 +578,7 @@ class DistributionMeta(CommonMeta, total=False):
     pipeline_flags: dict[str, Any]
     element_spec: str
     distributed_element_spec: str
+    rebatch: str
     stopped: str
     worker: int
     placement: PlacementMeta

@@ -161,6 +161,43 @@ def test_per_replica_pipelines_are_judged_together_for_missing_elements(tf):
     assert f"never arrived ({', '.join(map(str, missing))})" in row["message"]
 
 
+def _plain_rebatch_op(strategy, ds):
+    """The rebatch op in plain TF's distributed dataset graph (after its auto-shard rewrite)."""
+    from tensorflow.core.framework import graph_pb2
+
+    cloned = strategy.experimental_distribute_dataset(ds)._cloned_datasets[0]
+    ops = {n.op for n in graph_pb2.GraphDef.FromString(cloned._as_serialized_graph().numpy()).node}
+    return [op for op in ("RebatchDatasetV2", "RebatchDataset") if op in ops]
+
+
+@pytest.mark.parametrize("source", ["range", "text"])
+def test_meta_names_the_rebatch_tf_cut_the_batches_with(tf, mirrored, tmp_path, source):
+    if source == "range":
+        ds = tf.data.Dataset.range(10).batch(6)
+    else:
+        (tmp_path / "a.txt").write_text("".join(f"{i}\n" for i in range(10)))
+        ds = tf.data.TextLineDataset([str(tmp_path / "a.txt")]).batch(6)
+    plain = _plain_steps(tf, mirrored, ds)
+    t = vizdist.trace_distribution(mirrored, ds)
+    assert [t.meta["rebatch"]] == _plain_rebatch_op(mirrored, ds)
+    # the rule each op follows (auto_shard.cc; batch_sizes_for_worker's docstring) gives plain TF's split
+    def rule(n, r=4, global_batch=6):
+        if t.meta["rebatch"] == "RebatchDataset":  # every batch into pieces of ceil(n / r), in replica order
+            shares = [-(-n // r)] * r
+        else:  # a full global batch's shares, differing by at most one
+            shares = [global_batch // r + (i < global_batch % r) for i in range(r)]
+        return [max(0, min(share, n - sum(shares[:i]))) for i, share in enumerate(shares)]
+
+    assert [[len(v) for v in step] for step in plain] == [rule(sum(map(len, step))) for step in plain]
+    partial = vizdist.diagnose(t).query("code == 'partial-batch'").iloc[0]["message"]
+    assert ("legacy rebatch" in partial) == (t.meta["rebatch"] == "RebatchDataset")
+
+
+def test_distribute_datasets_from_function_has_no_rebatch(tf, mirrored):
+    t = vizdist.trace_distribution(mirrored, dataset_fn=lambda ctx: tf.data.Dataset.range(8).batch(2))
+    assert t.meta["rebatch"] == ""
+
+
 @pytest.mark.parametrize("kind", ["default", "one_device", "central_storage"])
 def test_other_single_process_strategies(tf, kind):
     strategy = {

@@ -40,6 +40,25 @@ def _global_batch(trace: Trace) -> int | None:
     return int(g) if isinstance(g, (int, float)) and g else None
 
 
+def _rebatch_rule(meta: dict[str, Any], replicas: int) -> str:
+    """How TF cut the batches, when the trace knows which rebatch TF used (``meta["rebatch"]``).
+
+    Example:
+        >>> _rebatch_rule({"rebatch": "RebatchDataset"}, 4)
+        ' (TF sharded this dataset by DATA, so its legacy rebatch cut every batch, a short one too, into pieces of ceil(n / 4) in replica order)'
+        >>> _rebatch_rule({}, 4)
+        ''
+    """
+    op = meta.get("rebatch")
+    if op == "RebatchDataset":
+        return (" (TF sharded this dataset by DATA, so its legacy rebatch cut every batch, a short one too, into "
+                f"pieces of ceil(n / {replicas}) in replica order)")
+    if op == "RebatchDatasetV2":
+        return (" (TF's rebatch gives each replica a fixed share of a full global batch, shares that differ by at "
+                "most one, and fills them in replica order when a batch is short)")
+    return ""
+
+
 @check
 def batch_not_divisible(trace: Trace) -> Iterator[Finding]:
     g, r = _global_batch(trace), int(trace.meta.get("num_replicas") or 0)
@@ -55,7 +74,7 @@ def batch_not_divisible(trace: Trace) -> Iterator[Finding]:
     yield Finding(
         "batch-not-divisible", "warning",
         f"The global batch of {g} does not divide evenly over {r} replicas, so replicas get different batch "
-        f"sizes every step{example}. Losses averaged per replica then weigh elements unequally. Use a global "
+        f"sizes every step{example}{_rebatch_rule(trace.meta, r)}. Losses averaged per replica then weigh elements unequally. Use a global "
         f"batch that is a multiple of {r} (e.g. {fixes}), or average with "
         f"tf.nn.compute_average_loss(..., global_batch_size={g}).",
     )
@@ -93,7 +112,8 @@ def empty_and_partial(trace: Trace) -> Iterator[Finding]:
                 "partial-batch", "info",
                 f"Step {step} delivered {total} of {g} elements: the dataset ran out in the middle of a global "
                 f"batch, so this last batch is partial and split as "
-                f"{', '.join(str(v) for v in values.values())}. Use {drop_hint} to drop it.",
+                f"{', '.join(str(v) for v in values.values())}{_rebatch_rule(trace.meta, n_all)}. "
+                f"Use {drop_hint} to drop it.",
                 step=int(step), replicas=sorted(r for r, v in values.items() if v > 0),
             )
         nonzero = [v for v in values.values() if v > 0]

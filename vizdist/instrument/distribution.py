@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.core.framework import graph_pb2
 
 from vizdist.errors import TracingError, release_frames
 from vizdist.instrument.record import Recorder, num_workers, replica_devices, strategy_name, worker_position
@@ -46,6 +47,7 @@ from vizdist.instrument.tagging import (
     decode_tags,
     keyed,
     tag_dataset,
+    tensor_value,
     untag,
     values_are_ids,
 )
@@ -647,7 +649,34 @@ def _input_meta(inp: _Input, dist: Any) -> dict[str, Any]:
         meta["distributed_element_spec"] = str(untag(spec)[1] if inp.tagged and not inp.ids_in_values else spec)
     except Exception:  # some strategies only know it after iteration starts
         meta["distributed_element_spec"] = ""
+    meta["rebatch"] = rebatch_op(dist)
     return meta
+
+
+#: TF's two ways to cut a global batch for the replicas (tf.data ops, as named in the dataset graph).
+REBATCH_OPS = ("RebatchDatasetV2", "RebatchDataset")
+
+
+def rebatch_op(dist: Any) -> str:
+    """The op TF cuts each global batch with, read from the distributed dataset's graph after TF's
+    auto-shard rewrite (sharding by DATA swaps ``RebatchDatasetV2`` for the legacy ``RebatchDataset``,
+    ``auto_shard.cc``); ``""`` where TF rebatches nothing (one replica, ``distribute_datasets_from_function``)
+    or the graph cannot be read (about 1 ms: one serialization of the first worker's dataset).
+
+    Example:
+        >>> import tensorflow as tf                                          # doctest: +SKIP
+        >>> s = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])          # doctest: +SKIP
+        >>> rebatch_op(s.experimental_distribute_dataset(tf.data.Dataset.range(8).batch(4)))  # doctest: +SKIP
+        'RebatchDataset'
+    """
+    try:
+        dataset = dist._cloned_datasets[0]
+        policy = tf.data.experimental.ExternalStatePolicy.IGNORE
+        graph = graph_pb2.GraphDef.FromString(tensor_value(dataset._as_serialized_graph(external_state_policy=policy)))
+    except Exception:
+        return ""
+    ops = {node.op for node in graph.node}
+    return next((op for op in REBATCH_OPS if op in ops), "")
 
 
 def _global_step_totals(strategy: tf.distribute.Strategy, reader: _StepReader, n_steps: int) -> np.ndarray | None:
