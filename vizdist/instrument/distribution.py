@@ -669,10 +669,15 @@ def rebatch_op(dist: Any) -> str:
         >>> rebatch_op(s.experimental_distribute_dataset(tf.data.Dataset.range(8).batch(4)))  # doctest: +SKIP
         'RebatchDataset'
     """
+    from vizdist.instrument.placement import active
+
+    placer = active()
     try:
-        dataset = dist._cloned_datasets[0]
-        policy = tf.data.experimental.ExternalStatePolicy.IGNORE
-        graph = graph_pb2.GraphDef.FromString(tensor_value(dataset._as_serialized_graph(external_state_policy=policy)))
+        with placer.own_window() if placer is not None else contextlib.nullcontext():
+            dataset = dist._cloned_datasets[0]
+            policy = tf.data.experimental.ExternalStatePolicy.IGNORE
+            graph = graph_pb2.GraphDef.FromString(
+                tensor_value(dataset._as_serialized_graph(external_state_policy=policy)))
     except Exception:
         return ""
     ops = {node.op for node in graph.node}

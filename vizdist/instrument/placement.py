@@ -147,6 +147,7 @@ class PlacementRecorder:
         self.bad_rows: list[dict[str, Any]] = []
         self.bad_results: list[dict[str, Any]] = []
         self.reduce_windows: list[tuple[float, float]] = []
+        self.own_windows: list[tuple[float, float]] = []  # vizdist's own bookkeeping ops: not in the rows
         self.notes: list[str] = []
         self.error: str | None = None
         self._dir: str | None = None
@@ -287,17 +288,11 @@ class PlacementRecorder:
 
     def reduce_window(self) -> Any:
         """A context marking the ops run inside it as the ``reduce`` stage."""
-        import contextlib
+        return _window(self.reduce_windows)
 
-        @contextlib.contextmanager
-        def window() -> Any:
-            t0 = time.time()
-            try:
-                yield
-            finally:
-                self.reduce_windows.append((t0, time.time()))
-
-        return window()
+    def own_window(self) -> Any:
+        """A context marking the ops run inside it as vizdist's own (reading TF's graph): left out of the rows."""
+        return _window(self.own_windows)
 
     # -- results -----------------------------------------------------------
     def step_of(self, wall_time: float) -> int:
@@ -308,11 +303,16 @@ class PlacementRecorder:
     def _in_reduce(self, t: float) -> bool:
         return any(a <= t <= b for a, b in self.reduce_windows)
 
+    def _own(self, t: float) -> bool:
+        return any(a <= t <= b for a, b in self.own_windows)
+
     def ops(self) -> list[dict[str, Any]]:
         """One row per (stage, op, graph, device): how often it ran, in which steps, NaN/Inf outputs."""
         rows: dict[tuple[Any, ...], dict[str, Any]] = {}
         host = self.host_device()
         for run in self.runs:
+            if self._own(run.wall_time):
+                continue
             stage = stage_of(run.kind, run.op_type, run.graphs, step_names=self.step_names,
                              in_reduce=self._in_reduce(run.wall_time))
             if stage in ("pipeline", "iterator") and run.device and run.device != host:
@@ -590,6 +590,16 @@ def quiet_tf_logger() -> Iterator[None]:
 
 _ACTIVE: contextvars.ContextVar[PlacementRecorder | None] = contextvars.ContextVar("vizdist_placement",
                                                                                    default=None)
+
+
+@contextlib.contextmanager
+def _window(windows: list[tuple[float, float]]) -> Iterator[None]:
+    """Append the wall-clock window of the ``with`` block to ``windows``."""
+    t0 = time.time()
+    try:
+        yield
+    finally:
+        windows.append((t0, time.time()))
 
 
 def active() -> PlacementRecorder | None:
