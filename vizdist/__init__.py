@@ -39,6 +39,8 @@ _LAZY = {
     "virtual_devices": "vizdist.instrument.devices",
     "trace_distribution": "vizdist.instrument.distribution",
     "watch": "vizdist.instrument.distribution",
+    "record": "vizdist.instrument.user_run",
+    "Recording": "vizdist.instrument.user_run",
     "trace_tf1": "vizdist.instrument.legacy",
     "run_in_graph_mode": "vizdist.instrument.legacy",
     "LocalCluster": "vizdist.instrument.cluster",

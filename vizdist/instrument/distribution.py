@@ -16,8 +16,8 @@ arguments (``_check_*``), building the distributed dataset
 (:func:`_distribute_dataset`, :func:`_distribute_function`), the loop
 (:class:`_Loop`, run in a thread the caller waits on with bounded joins, so
 ``timeout=`` and Ctrl-C always land), reading one step into the one row
-builder (:class:`_StepReader` -> :class:`~vizdist.instrument.record.Recorder`)
-and the metadata (:func:`_base_meta`, :func:`_finish_meta`).
+builder (:class:`StepReader` -> :class:`~vizdist.instrument.record.Recorder`)
+and the metadata (:func:`base_meta`, :func:`_finish_meta`).
 """
 
 from __future__ import annotations
@@ -53,7 +53,9 @@ from vizdist.instrument.tagging import (
 )
 from vizdist.trace import Trace
 
-__all__ = ["DEFAULT_MAX_STEPS", "ITERATIONS", "Watch", "trace_distribution", "watch"]
+__all__ = ["DEFAULT_MAX_STEPS", "ITERATIONS", "StepReader", "TaggingFn", "Watch", "base_meta", "input_meta", "options_dict",
+           "tag_global",
+           "trace_distribution", "watch"]
 
 ITERATIONS = ("for", "get_next", "get_next_as_optional")
 #: Safety stop for data whose end TF cannot see (endless or of unknown cardinality) when ``steps`` is None.
@@ -183,15 +185,16 @@ def _cardinality(ds: Any) -> int | None:
     return n if n >= 0 else None
 
 
-def _tag_global(strategy: Any, dataset: Any, steps: int | None, *,
-                ids_in_values: bool = False) -> tuple[tf.data.Dataset, _Input]:
+def tag_global(strategy: Any, dataset: Any, steps: int | None, *, ids_in_values: bool = False,
+               endless_ok: bool = False) -> tuple[tf.data.Dataset, _Input]:
     """The dataset to distribute (tagged, or as built when it cannot be tagged) and what vizdist learnt.
 
     ``ids_in_values``: where every value is its own tag (:func:`values_are_ids`), distribute the
     user's dataset as built and read the tags from the values (the caller's loop must know).
     """
     dataset = _check_dataset(dataset)
-    _check_finite(dataset, steps)
+    if not endless_ok:  # vizdist.record follows the user's own loop, which knows when to stop
+        _check_finite(dataset, steps)
     meta: dict[str, Any] = {}
     try:
         tagged = tag_dataset(dataset)
@@ -219,7 +222,7 @@ def _tag_global(strategy: Any, dataset: Any, steps: int | None, *,
 
 def _distribute_dataset(strategy: tf.distribute.Strategy, dataset: Any, options: Any, steps: int | None) -> _Input:
     """``experimental_distribute_dataset`` over the tagged dataset (content ids when it cannot be tagged)."""
-    ds, inp = _tag_global(strategy, dataset, steps, ids_in_values=True)
+    ds, inp = tag_global(strategy, dataset, steps, ids_in_values=True)
     try:
         inp.dist = strategy.experimental_distribute_dataset(ds, options)
     except (ValueError, TypeError, IndexError, tf.errors.OpError) as exc:
@@ -227,11 +230,12 @@ def _distribute_dataset(strategy: tf.distribute.Strategy, dataset: Any, options:
     return inp
 
 
-class _TaggingFn:
+class TaggingFn:
     """Wraps a ``dataset_fn`` (TF1: ``input_fn``): records each ``InputContext`` and tags each pipeline."""
 
-    def __init__(self, dataset_fn: Callable[..., Any], steps: int | None, name: str = "dataset_fn") -> None:
-        self.dataset_fn, self.steps, self.name = dataset_fn, steps, name
+    def __init__(self, dataset_fn: Callable[..., Any], steps: int | None, name: str = "dataset_fn", *,
+                 endless_ok: bool = False) -> None:
+        self.dataset_fn, self.steps, self.name, self.endless_ok = dataset_fn, steps, name, endless_ok
         self.contexts: list[dict[str, Any]] = []
         self.infos: list[dict[str, Any]] = []
         self.specs: list[Any] = []
@@ -242,7 +246,8 @@ class _TaggingFn:
                               "input_pipeline_id": int(ctx.input_pipeline_id),
                               "num_replicas_in_sync": int(ctx.num_replicas_in_sync)})
         ds = _check_dataset(self.dataset_fn(ctx), f"{self.name}'s return value")
-        _check_finite(ds, self.steps)
+        if not self.endless_ok:
+            _check_finite(ds, self.steps)
         self.specs.append(ds.element_spec)
         self.cards.append(_cardinality(ds))
         try:
@@ -271,7 +276,7 @@ class _TaggingFn:
 def _distribute_function(strategy: tf.distribute.Strategy, dataset_fn: Callable[..., Any], options: Any,
                          steps: int | None) -> _Input:
     """``distribute_datasets_from_function`` with every pipeline tagged and its InputContext recorded."""
-    traced_fn = _TaggingFn(dataset_fn, steps)
+    traced_fn = TaggingFn(dataset_fn, steps)
     try:
         with service_registry.one_run():  # pipelines that share a tf.data service job share it traced
             dist = strategy.distribute_datasets_from_function(traced_fn, options)
@@ -347,7 +352,7 @@ def _rows_array(value: Any) -> np.ndarray:
     return np.asarray(value.numpy())
 
 
-class _StepReader:
+class StepReader:
     """Reads what each local replica got at one step into a :class:`Recorder`.
 
     ``tagged``: each element is vizdist's tag and the value (:func:`~vizdist.instrument.tagging.keyed`);
@@ -391,7 +396,7 @@ class _StepReader:
             if local_tags is not None:
                 total += self.rec.add(step, self.replica_offset + r, tags=local_tags[r].numpy(), **kw)
             else:
-                ids = self._ids_by_content([_rows_array(lv[r]) for lv in local_values or []])
+                ids = self.ids_by_content([_rows_array(lv[r]) for lv in local_values or []])
                 total += self.rec.add(step, self.replica_offset + r, ids=ids, **kw)
         return total
 
@@ -404,7 +409,7 @@ class _StepReader:
             text = self._shapes[key] = str(tuple(key))
         return text
 
-    def _ids_by_content(self, leaves: list[np.ndarray]) -> np.ndarray:
+    def ids_by_content(self, leaves: list[np.ndarray]) -> np.ndarray:
         first = leaves[0] if leaves else np.zeros((0,))
         if (self.values_as_ids and len(leaves) == 1 and first.ndim <= 1
                 and np.issubdtype(first.dtype, np.integer)):
@@ -494,7 +499,7 @@ class _Loop:
     ``strategy.run`` a ``consume`` span on the host lane.
     """
 
-    def __init__(self, strategy: tf.distribute.Strategy, reader: _StepReader, *, steps: int | None,
+    def __init__(self, strategy: tf.distribute.Strategy, reader: StepReader, *, steps: int | None,
                  cap: int | None, step_fn: Callable[..., Any] | None, iteration: str, timer: Any = None) -> None:
         self.strategy, self.reader, self.steps, self.cap = strategy, reader, steps, cap
         self.step_fn, self.iteration, self.timer = step_fn, iteration, timer
@@ -609,7 +614,7 @@ class _Loop:
 # ---------------------------------------------------------------------------
 # metadata and the finished trace
 # ---------------------------------------------------------------------------
-def _options_dict(options: tf.distribute.InputOptions | None) -> dict[str, Any]:
+def options_dict(options: tf.distribute.InputOptions | None) -> dict[str, Any]:
     if options is None:
         return {}
     out: dict[str, Any] = {}
@@ -620,7 +625,7 @@ def _options_dict(options: tf.distribute.InputOptions | None) -> dict[str, Any]:
     return out
 
 
-def _base_meta(strategy: tf.distribute.Strategy, api: str) -> dict[str, Any]:
+def base_meta(strategy: tf.distribute.Strategy, api: str) -> dict[str, Any]:
     return {
         "kind": "distribution",
         "strategy": strategy_name(strategy),
@@ -634,7 +639,7 @@ def _base_meta(strategy: tf.distribute.Strategy, api: str) -> dict[str, Any]:
     }
 
 
-def _input_meta(inp: _Input, dist: Any) -> dict[str, Any]:
+def input_meta(inp: _Input, dist: Any) -> dict[str, Any]:
     info = inp.info
     meta = dict(inp.meta)
     meta.update(
@@ -684,7 +689,7 @@ def rebatch_op(dist: Any) -> str:
     return next((op for op in REBATCH_OPS if op in ops), "")
 
 
-def _global_step_totals(strategy: tf.distribute.Strategy, reader: _StepReader, n_steps: int) -> np.ndarray | None:
+def _global_step_totals(strategy: tf.distribute.Strategy, reader: StepReader, n_steps: int) -> np.ndarray | None:
     """Elements per step over all workers: one all-reduce of each worker's per-step counts.
 
     Every worker of a ``MultiWorkerMirroredStrategy`` runs the same steps (TF
@@ -710,7 +715,7 @@ def _global_step_totals(strategy: tf.distribute.Strategy, reader: _StepReader, n
         return None
 
 
-def _partial_rule(strategy: tf.distribute.Strategy, reader: _StepReader, loop: _Loop,
+def _partial_rule(strategy: tf.distribute.Strategy, reader: StepReader, loop: _Loop,
                   global_batch: int | None) -> tuple[int | None, np.ndarray | None]:
     """(batch size, per-step totals) to mark ``partial`` with: global when all workers can be summed."""
     if not global_batch or num_workers(strategy) <= 1:
@@ -723,7 +728,7 @@ def _partial_rule(strategy: tf.distribute.Strategy, reader: _StepReader, loop: _
     return global_batch * len(reader.devices) // int(strategy.num_replicas_in_sync), None
 
 
-def _finish_meta(meta: dict[str, Any], reader: _StepReader, loop: _Loop, timeout: float | None) -> dict[str, Any]:
+def _finish_meta(meta: dict[str, Any], reader: StepReader, loop: _Loop, timeout: float | None) -> dict[str, Any]:
     meta = dict(meta)
     if not reader.tagged:
         meta["provenance_note"] = (meta.get("provenance_note", "") + "; " + reader.provenance_note()).lstrip("; ")
@@ -736,7 +741,7 @@ def _finish_meta(meta: dict[str, Any], reader: _StepReader, loop: _Loop, timeout
     return meta
 
 
-def _trace(strategy: tf.distribute.Strategy, reader: _StepReader, loop: _Loop, meta: dict[str, Any],
+def _trace(strategy: tf.distribute.Strategy, reader: StepReader, loop: _Loop, meta: dict[str, Any],
            events: Any = None) -> Trace:
     batch, totals = _partial_rule(strategy, reader, loop, meta.get("global_batch_size"))
     elements, batches = reader.rec.tables(global_batch_size=batch, totals=totals, release=True)
@@ -862,12 +867,12 @@ def trace_distribution(
     steps = _check_count(steps, "steps", none="for all")
     max_steps = _check_count(max_steps, "max_steps")  # type: ignore[assignment]
     api = "experimental_distribute_dataset" if dataset is not None else "distribute_datasets_from_function"
-    meta = _base_meta(strategy, api)
-    meta.update(iteration=iteration, options=_options_dict(options), steps_requested=steps)
+    meta = base_meta(strategy, api)
+    meta.update(iteration=iteration, options=options_dict(options), steps_requested=steps)
     inp = (_distribute_dataset(strategy, dataset, options, steps) if dataset is not None
            else _distribute_function(strategy, dataset_fn, options, steps))  # type: ignore[arg-type]
-    meta.update(_input_meta(inp, inp.dist))
-    reader = _StepReader(strategy, info=inp.info, tagged=inp.tagged, ids_in_values=inp.ids_in_values)
+    meta.update(input_meta(inp, inp.dist))
+    reader = StepReader(strategy, info=inp.info, tagged=inp.tagged, ids_in_values=inp.ids_in_values)
     from vizdist.instrument.placement import active
 
     if (placer := active()) is not None:
@@ -879,7 +884,7 @@ def trace_distribution(
                    progress=progress, timing=timing, timeout=timeout)
 
 
-def _record(strategy: tf.distribute.Strategy, inp: _Input, reader: _StepReader, meta: dict[str, Any], *,
+def _record(strategy: tf.distribute.Strategy, inp: _Input, reader: StepReader, meta: dict[str, Any], *,
             steps: int | None, cap: int | None, step_fn: Any, iteration: str, progress: bool | None,
             timing: bool | int, timeout: float | None) -> Trace:
     """Run the loop (with the timing instruments when asked) and build the trace, or raise with it."""
@@ -909,7 +914,7 @@ def _record(strategy: tf.distribute.Strategy, inp: _Input, reader: _StepReader, 
     return finished_trace(strategy, reader, loop, meta, cap=cap, events=events)
 
 
-def finished_trace(strategy: Any, reader: _StepReader, loop: _Loop, meta: dict[str, Any], *, cap: int | None,
+def finished_trace(strategy: Any, reader: StepReader, loop: _Loop, meta: dict[str, Any], *, cap: int | None,
                    events: Any = None) -> Trace:
     """The trace of a finished loop; raises what stopped it (with the partial trace) if it did not end well."""
     trace = _trace(strategy, reader, loop, meta, events)
@@ -936,12 +941,12 @@ def _profiled(timing: bool | int) -> bool:
     return timing is True or (not isinstance(timing, bool) and int(timing) > 0)
 
 
-def _several_workers(reader: _StepReader, strategy: Any) -> bool:
+def _several_workers(reader: StepReader, strategy: Any) -> bool:
     """This process holds only some of the replicas in sync (a multi-worker strategy)."""
     return len(reader.devices) < strategy.num_replicas_in_sync
 
 
-def _profiler(stack: contextlib.ExitStack, timer: Any, timing: bool | int, reader: _StepReader,
+def _profiler(stack: contextlib.ExitStack, timer: Any, timing: bool | int, reader: StepReader,
               strategy: Any) -> Any:
     """Start the TF profiler for the first steps when timing asks for it; return the capture (or None)."""
     if timer is None or not _profiled(timing) or _several_workers(reader, strategy):
@@ -967,9 +972,9 @@ class Watch:
         strategy = strategy or getattr(dist_dataset, "_strategy", None) or tf.distribute.get_strategy()
         self._dist = dist_dataset
         self._strategy = _check_strategy(strategy)
-        self._reader = _StepReader(self._strategy, info={}, tagged=False)
+        self._reader = StepReader(self._strategy, info={}, tagged=False)
         self._step = 0
-        self._meta = _base_meta(self._strategy, "watch")
+        self._meta = base_meta(self._strategy, "watch")
         services = service_own.services_in(getattr(dist_dataset, "_original_dataset", None))
         if services:  # ids are values here: the service's copies are explained, not told apart
             self._meta["services"] = [dict(s, worker_attribution="unknown: watch reads values, not tags",

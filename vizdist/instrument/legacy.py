@@ -60,20 +60,20 @@ from vizdist.errors import TracingError, release_frames
 from vizdist.instrument.cluster import pickle_job
 from vizdist.instrument.distribution import (
     DEFAULT_MAX_STEPS,
-    _base_meta,
+    StepReader,
+    TaggingFn,
     _check_count,
     _finish_meta,
     _Input,
-    _input_meta,
     _Loop,
     _progress,
     _result_json,
-    _StepReader,
-    _tag_global,
-    _TaggingFn,
     _wrap_tf_error,
+    base_meta,
     finished_trace,
+    input_meta,
     per_replica,
+    tag_global,
 )
 from vizdist.instrument.supervisor import Supervisor, temp_folder
 from vizdist.instrument.tagging import untag
@@ -184,13 +184,13 @@ def _make_iterator(strategy: Any, dataset: Any, input_fn: Any, steps: int | None
 
 def _make_iterator_quietly(strategy: Any, dataset: Any, input_fn: Any, steps: int | None) -> _Input:
     if dataset is not None:
-        ds, inp = _tag_global(strategy, dataset, steps)
+        ds, inp = tag_global(strategy, dataset, steps)
         try:
             inp.dist = strategy.make_dataset_iterator(ds)
         except (ValueError, TypeError, IndexError, tf.errors.OpError) as exc:
             raise _wrap_tf_error(exc, strategy, "making the dataset iterator") from exc
         return inp
-    fn = _TaggingFn(input_fn, steps, "input_fn")
+    fn = TaggingFn(input_fn, steps, "input_fn")
     try:
         it = strategy.make_input_fn_iterator(fn)
     except tf.errors.OpError as exc:
@@ -251,7 +251,7 @@ class _EagerFeed(_Feed):
             return None
         return tags, values, None if self.step_fn is None else per_replica(self.strategy, results)
 
-    def record(self, reader: _StepReader, step: int, got: Any) -> None:
+    def record(self, reader: StepReader, step: int, got: Any) -> None:
         reader.record_step(step, *got)
 
 
@@ -321,7 +321,7 @@ class _GraphFeed(_Feed):
         leaves = [None if x is None else next(it) for x in tf.nest.flatten(self.results[r])]
         return tf.nest.pack_sequence_as(self.results[r], leaves)
 
-    def record(self, reader: _StepReader, step: int, got: dict[str, Any]) -> None:
+    def record(self, reader: StepReader, step: int, got: dict[str, Any]) -> None:
         for r, device in enumerate(self.devices):
             kw: dict[str, Any] = dict(
                 device=device, replica_device=reader.devices[r] if r < len(reader.devices) else device,
@@ -330,7 +330,7 @@ class _GraphFeed(_Feed):
             if self.tagged:
                 reader.rec.add(step, reader.replica_offset + r, tags=got["tags"][r], **kw)
             else:
-                ids = reader._ids_by_content([np.asarray(v) for v in got["values"][r]])
+                ids = reader.ids_by_content([np.asarray(v) for v in got["values"][r]])
                 reader.rec.add(step, reader.replica_offset + r, ids=ids, **kw)
 
 
@@ -454,12 +454,12 @@ def trace_tf1(
 def _trace_tf1(strategy: Any, dataset: Any, input_fn: Any, step_fn: Any, steps: int | None, session: Any,
                graph: tf.Graph | None, *, max_steps: int, progress: bool | None, timeout: float | None) -> Trace:
     api = "make_dataset_iterator" if dataset is not None else "make_input_fn_iterator"
-    meta = _base_meta(strategy, api)
+    meta = base_meta(strategy, api)
     meta.update(iteration="experimental_run" if step_fn is not None else "get_next",
                 execution="eager" if graph is None else "graph", options={}, steps_requested=steps)
     inp = _make_iterator(strategy, dataset, input_fn, steps)
-    meta.update(_input_meta(inp, inp.dist))
-    reader = _StepReader(strategy, info=inp.info, tagged=inp.tagged)
+    meta.update(input_meta(inp, inp.dist))
+    reader = StepReader(strategy, info=inp.info, tagged=inp.tagged)
     own = graph is not None and session is None
     session = tf.compat.v1.Session(graph=graph) if own else session
     loop = None

@@ -1,0 +1,277 @@
+"""TF's own distributed dataset and iterator, taught to strip vizdist's tag and report each step.
+
+:func:`vizdist.record` distributes a *tagged* copy of the user's dataset (each element
+``{"tag": ..., "value": ...}``, :func:`~vizdist.instrument.tagging.keyed`) with TF's own
+``experimental_distribute_dataset`` / ``distribute_datasets_from_function``, then turns the
+``DistributedDataset`` TF returned into an instance of a subclass made here
+(:func:`recorded`). Nothing about how TF reads, shards, rebatches or prefetches changes: the
+subclass only overrides what the user's code sees:
+
+* ``get_next`` / ``get_next_as_optional`` (and so ``next()``, ``for`` and ``reduce``) call
+  TF's own, hand the step's tags to a :class:`StepSink`, and return the *value* part: exactly what
+  the untagged dataset would have given;
+* ``element_spec`` is the value part of TF's spec;
+* ``_type_spec`` is a spec subclass whose ``_from_components`` rebuilds the subclass, so the
+  iterator (or dataset) passed into a ``tf.function`` (Keras's ``train_function``, a hand-written
+  ``@tf.function`` loop) strips and reports there too: in a graph the report is a
+  ``tf.py_function`` that runs each time the step runs, in the order the graph reads the data.
+
+Each recorded dataset gets its own subclasses (:func:`classes`), so specs of two recordings never
+compare equal, and a ``tf.function`` traced for one is never reused for another.
+
+``vizdist/instrument/user_run.py`` holds the sink (the recording).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import tensorflow as tf
+from tensorflow.python.data.ops import dataset_ops, iterator_ops, optional_ops
+from tensorflow.python.data.util import structure
+from tensorflow.python.distribute import input_lib
+from tensorflow.python.framework import ops
+from tensorflow.python.ops import gen_dataset_ops
+
+from vizdist.instrument.tagging import untag
+
+__all__ = ["StepSink", "classes", "recorded"]
+
+
+class StepSink(Protocol):
+    """Where a recorded dataset reports (see :class:`vizdist.instrument.user_run.DatasetRecord`)."""
+
+    key: int
+    tagged: bool
+    ids_in_values: bool
+
+    def phase_now(self) -> str: ...
+    def new_pass(self, phase: str) -> None: ...
+    def eager_step(self, tags: Any, values: Any) -> None: ...
+    def graph_step(self, tags: Any, values: Any) -> None: ...
+
+
+def _split(sink: StepSink, element: Any) -> tuple[Any, Any]:
+    """(tags, values) of one distributed element (tags None: ids come from the content)."""
+    if not sink.tagged:
+        return None, element
+    return (element, element) if sink.ids_in_values else untag(element)
+
+
+def _user_spec(sink: StepSink, spec: Any) -> Any:
+    return spec if not sink.tagged or sink.ids_in_values else untag(spec)[1]
+
+
+def _strip(sink: StepSink, element: Any) -> Any:
+    tags, values = _split(sink, element)
+    if tf.executing_eagerly():
+        sink.eager_step(tags, values)
+    else:
+        sink.graph_step(tags, values)
+    return values
+
+
+def _pass_marker(sink: StepSink) -> None:
+    """A new pass begins: now (eager), or each time the graph being built runs (a ``tf.function``)."""
+    phase = sink.phase_now()  # where the pass starts in Python (a graph: where it was traced)
+    if tf.executing_eagerly():
+        sink.new_pass(phase)
+        return
+
+    def mark() -> int:
+        sink.new_pass(phase)
+        return 0
+
+    tf.py_function(mark, [], tf.int32, name="vizdist_new_pass")
+
+
+class _IteratorMixin:
+    _vizdist: StepSink
+    __slots__ = ()
+
+    def get_next(self, name: str | None = None) -> Any:
+        return _strip(self._vizdist, _up(self).get_next(self, name))  # type: ignore[misc]
+
+    def get_next_as_optional(self) -> Any:
+        opt = _up(self).get_next_as_optional(self)  # type: ignore[misc]
+        sink = self._vizdist
+        spec = _user_spec(sink, self._element_spec)  # type: ignore[attr-defined]
+        if tf.executing_eagerly():
+            if not bool(opt.has_value()):
+                return optional_ops.Optional.empty(spec)
+            return optional_ops.Optional.from_value(_strip(sink, opt.get_value()))
+        return tf.cond(opt.has_value(), lambda: optional_ops.Optional.from_value(_strip(sink, opt.get_value())),
+                       lambda: optional_ops.Optional.empty(spec), strict=True)
+
+    @property
+    def element_spec(self) -> Any:
+        return _user_spec(self._vizdist, _up(self).element_spec.__get__(self))  # type: ignore[misc]
+
+    @property
+    def _type_spec(self) -> Any:
+        spec = _up(self)._type_spec.__get__(self)  # type: ignore[misc]
+        return _respec(spec, classes(self._vizdist)["iterator_spec"])
+
+
+class _DatasetMixin:
+    _vizdist: StepSink
+    __slots__ = ()
+
+    def __iter__(self) -> Any:
+        it = _up(self).__iter__(self)  # type: ignore[misc]
+        it.__class__ = classes(self._vizdist)["iterator"]
+        _pass_marker(self._vizdist)
+        return it
+
+    @property
+    def element_spec(self) -> Any:
+        return _user_spec(self._vizdist, _up(self).element_spec.__get__(self))  # type: ignore[misc]
+
+    @property
+    def _type_spec(self) -> Any:
+        spec = _up(self)._type_spec.__get__(self)  # type: ignore[misc]
+        name = "dataset_spec" if isinstance(self, input_lib.DistributedDataset) else "function_spec"
+        return _respec(spec, classes(self._vizdist)[name])
+
+
+class _OwnedIteratorMixin:
+    """The default strategy hands the dataset itself to the one replica: TF's ``OwnedIterator``, taught alike."""
+
+    _vizdist: StepSink
+    __slots__ = ()
+
+    def _next_internal(self) -> Any:
+        return _strip(self._vizdist, _up(self)._next_internal(self))  # type: ignore[misc]
+
+    def get_next_as_optional(self) -> Any:
+        sink, tagged = self._vizdist, self._element_spec  # type: ignore[attr-defined]
+        with ops.colocate_with(self._iterator_resource):  # type: ignore[attr-defined]
+            opt = optional_ops._OptionalImpl(gen_dataset_ops.iterator_get_next_as_optional(
+                self._iterator_resource, output_types=structure.get_flat_tensor_types(tagged),  # type: ignore[attr-defined]
+                output_shapes=structure.get_flat_tensor_shapes(tagged)), tagged)
+        spec = _user_spec(sink, tagged)
+        if tf.executing_eagerly():
+            return (optional_ops.Optional.from_value(_strip(sink, opt.get_value())) if bool(opt.has_value())
+                    else optional_ops.Optional.empty(spec))
+        return tf.cond(opt.has_value(), lambda: optional_ops.Optional.from_value(_strip(sink, opt.get_value())),
+                       lambda: optional_ops.Optional.empty(spec), strict=True)
+
+    @property
+    def element_spec(self) -> Any:
+        return _user_spec(self._vizdist, self._element_spec)  # type: ignore[attr-defined]
+
+    @property
+    def _type_spec(self) -> Any:
+        return _respec(iterator_ops.IteratorSpec(self._element_spec),  # type: ignore[attr-defined]
+                       classes(self._vizdist)["owned_spec"])
+
+
+class _PlainDatasetMixin:
+    """The user's values as a dataset of their own (what TF's default strategy returns), iterated tagged."""
+
+    _vizdist: StepSink
+    _vizdist_source: Any  # the tagged (keyed) dataset the iterator really reads
+    __slots__ = ()
+
+    def __iter__(self) -> Any:
+        if not (tf.executing_eagerly() or ops.get_default_graph().building_function):
+            return _up(self).__iter__(self)  # type: ignore[misc]
+        it = iterator_ops.OwnedIterator(self._vizdist_source)
+        it.__class__ = classes(self._vizdist)["owned"]
+        _pass_marker(self._vizdist)
+        return it
+
+
+def _up(obj: Any) -> Any:
+    """The TF class a recorded subclass was made from (each has exactly one base: TF's)."""
+    return type(obj).__mro__[1]
+
+
+def _subclass(name: str, mixin: type, base: type, **attrs: Any) -> type:
+    """``base`` with ``mixin``'s methods (copied in: a mixin *base* would change the object layout, and
+    ``__class__`` assignment needs the layout of TF's class)."""
+    members = {k: v for k, v in vars(mixin).items() if k not in ("__dict__", "__weakref__", "__module__")}
+    return type(name, (base,), {**members, "__module__": __name__, **attrs})
+
+
+def _respec(spec: Any, cls: type) -> Any:
+    """The same TF spec, as an instance of ``cls`` (a subclass of its class with the sink bound)."""
+    spec.__class__ = cls
+    return spec
+
+
+class _SpecMixin:
+    """``_from_components`` rebuilds the recorded subclass; ``_serialize`` tells recordings apart."""
+
+    _vizdist: StepSink
+    _value_kind: str
+    __slots__ = ()
+
+    @property
+    def value_type(self) -> type:
+        return classes(self._vizdist)[self._value_kind]  # type: ignore[no-any-return]
+
+    def _from_components(self, components: Any) -> Any:
+        value = _up(self)._from_components(self, components)  # type: ignore[misc]
+        value.__class__ = classes(self._vizdist)[self._value_kind]
+        return value
+
+    def _serialize(self) -> Any:
+        return (*_up(self)._serialize(self), "vizdist", self._vizdist.key)  # type: ignore[misc]
+
+
+def _make_classes(sink: StepSink) -> dict[str, type]:
+    made = {
+        "iterator": _subclass("RecordedDistributedIterator", _IteratorMixin, input_lib.DistributedIterator,
+                              _vizdist=sink),
+        "dataset": _subclass("RecordedDistributedDataset", _DatasetMixin, input_lib.DistributedDataset, _vizdist=sink),
+        "function": _subclass("RecordedDistributedDatasetsFromFunction", _DatasetMixin,
+                              input_lib.DistributedDatasetsFromFunction, _vizdist=sink),
+    }
+    specs = {"iterator_spec": (input_lib.DistributedIteratorSpec, "iterator"),
+             "dataset_spec": (input_lib.DistributedDatasetSpec, "dataset"),
+             "function_spec": (input_lib.DistributedDatasetsFromFunctionSpec, "function")}
+    made["owned"] = _subclass("RecordedOwnedIterator", _OwnedIteratorMixin, iterator_ops.OwnedIterator, _vizdist=sink)
+    specs["owned_spec"] = (iterator_ops.IteratorSpec, "owned")
+    for name, (base, kind) in specs.items():
+        made[name] = _subclass(f"Recorded{base.__name__}", _SpecMixin, base, _vizdist=sink, _value_kind=kind)
+    return made
+
+
+def classes(sink: StepSink) -> dict[str, type]:
+    """The subclasses bound to ``sink``: ``iterator``, ``dataset``, ``function`` and their ``*_spec``."""
+    made: dict[str, type] | None = getattr(sink, "_vizdist_classes", None)
+    if made is None:  # kept on the sink: they live as long as it does, and no longer
+        made = _make_classes(sink)
+        sink._vizdist_classes = made  # type: ignore[attr-defined]
+    return made
+
+
+def plain(source: Any, values: Any, sink: StepSink) -> Any:
+    """The dataset to hand the user where TF's strategy returns the dataset itself (the default strategy).
+
+    ``values`` is a real dataset of the user's values (what the user's code may transform further);
+    iterating it reads ``source`` (the tagged data) and strips the tags, reporting each element.
+    """
+    ds = dataset_ops._RestructuredDataset(values, values.element_spec)
+    ds.__class__ = _subclass("RecordedDataset", _PlainDatasetMixin, type(ds), _vizdist=sink, _vizdist_source=source)
+    return ds
+
+
+def recorded(dist: Any, sink: StepSink) -> Any:
+    """Turn TF's distributed dataset ``dist`` (over the tagged data) into the recorded subclass, in place.
+
+    Example:
+        >>> dist = strategy.experimental_distribute_dataset(keyed(tag_dataset(ds).dataset))  # doctest: +SKIP
+        >>> for values in recorded(dist, sink): ...                                        # doctest: +SKIP
+    """
+    if isinstance(dist, input_lib.DistributedDataset):
+        dist.__class__ = classes(sink)["dataset"]
+    elif isinstance(dist, input_lib.DistributedDatasetsFromFunction):
+        dist.__class__ = classes(sink)["function"]
+    else:
+        raise TypeError(
+            f"vizdist.record can follow TF's DistributedDataset and DistributedDatasetsFromFunction; this "
+            f"strategy returned {type(dist).__name__}."
+        )
+    return dist

@@ -1,0 +1,399 @@
+"""Record the run the user executes: ``with vizdist.record() as rec:`` around unchanged code.
+
+Inside the block, every ``strategy.experimental_distribute_dataset(ds)`` and
+``strategy.distribute_datasets_from_function(fn)`` (Keras ``fit`` / ``evaluate`` / ``predict``
+call the first themselves) distributes a *tagged* copy of the dataset with TF's own code, and hands
+back TF's own distributed dataset turned into a recording subclass
+(:mod:`vizdist.instrument.recorded_input`): it strips the tag before the user's code sees a value
+and reports what each replica got at each step, eagerly or from inside a ``tf.function``.
+
+Each ``iter()`` of a recorded dataset starts a *pass*. A pass belongs to a phase, read from where
+it was started: ``train`` (inside Keras ``fit``), ``validation`` (``evaluate`` called by ``fit``),
+``evaluate``, ``predict``, ``build`` (Keras 3's ``_maybe_symbolic_build``: before ``fit`` and each
+``evaluate`` run their steps, Keras reads one batch from a fresh pass to learn the input shapes and
+drops it; it is a real read, and it advances a reshuffling dataset's order), or ``loop`` (the user's
+own code). ``epoch`` numbers the passes of a phase
+that delivered data (0-based); ``step`` numbers the steps of the whole block (unique, in the order
+they ran) and ``epoch_step`` the steps within a pass.
+
+Example:
+    >>> import vizdist                                                    # doctest: +SKIP
+    >>> with vizdist.record() as rec:                                     # doctest: +SKIP
+    ...     model.fit(train_ds, validation_data=val_ds, epochs=2)
+    >>> rec.trace.elements[["phase", "epoch", "epoch_step", "replica", "source_id"]]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import threading
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import tensorflow as tf
+from tensorflow.python.distribute import distribute_lib
+
+from vizdist.errors import TracingError
+from vizdist.instrument import recorded_input
+from vizdist.instrument.distribution import StepReader, TaggingFn, base_meta, input_meta, tag_global
+from vizdist.instrument.service import registry as service_registry
+from vizdist.trace import Trace
+
+__all__ = ["PHASES", "DatasetRecord", "Recording", "record"]
+
+#: Where a pass can start.
+PHASES = ("train", "validation", "evaluate", "predict", "build", "loop")
+_KERAS_METHODS = ("fit", "evaluate", "predict", "_maybe_symbolic_build")
+_keys = itertools.count()
+_active: Recording | None = None
+_patch_lock = threading.Lock()
+
+
+def _keras_frame(code: Any) -> str | None:
+    name = code.co_name
+    if name not in _KERAS_METHODS:
+        return None
+    path = code.co_filename.replace("\\", "/")
+    return name if "/keras/" in path and "trainer" in path else None
+
+
+def phase_now() -> str:
+    """The phase a pass started here belongs to, read from the Python stack (Keras's trainer methods)."""
+    names = []
+    frame = sys._getframe(1)
+    while frame is not None:
+        hit = _keras_frame(frame.f_code)
+        if hit:
+            names.append(hit)
+        frame = frame.f_back
+    if not names:
+        return "loop"
+    inner = names[0]
+    if inner == "_maybe_symbolic_build":  # Keras reads one batch of a fresh pass to build the model, and drops it
+        return "build"
+    if inner == "evaluate":
+        return "validation" if "fit" in names[1:] else "evaluate"
+    return "train" if inner == "fit" else "predict"
+
+
+class DatasetRecord:
+    """One distributed dataset made inside the block: its reader and what vizdist learnt building it.
+
+    The :class:`~vizdist.instrument.recorded_input.StepSink` its recorded dataset reports to.
+    """
+
+    def __init__(self, recording: Recording, strategy: Any, info: dict[str, Any], meta: dict[str, Any], *,
+                 tagged: bool, ids_in_values: bool) -> None:
+        self.recording, self.strategy, self.info, self.meta = recording, strategy, info, meta
+        self.key = next(_keys)
+        self.index = len(recording.datasets)
+        self.tagged, self.ids_in_values = tagged, ids_in_values
+        self.reader = StepReader(strategy, info=info, tagged=tagged, ids_in_values=ids_in_values)
+        self.lock = threading.Lock()
+
+    def __hash__(self) -> int:
+        return self.key
+
+    # -- the StepSink protocol ------------------------------------------------
+    def phase_now(self) -> str:
+        return phase_now()
+
+    def new_pass(self, phase: str) -> None:
+        self.recording.new_pass(self, phase)
+
+    def eager_step(self, tags: Any, values: Any) -> None:
+        if not self.recording.active:
+            return
+        with self.lock:
+            self.reader.record_step(self.recording.begin_step(self), tags, values)
+
+    def graph_step(self, tags: Any, values: Any) -> None:
+        """Report from inside a ``tf.function``: a ``tf.py_function`` that runs each time the step runs."""
+        local = self.strategy.experimental_local_results
+        leaves = tf.nest.flatten(values)
+        firsts = list(local(leaves[0] if leaves else tags))
+        if tags is not None:
+            per_replica = [[t] for t in local(tags)]
+        else:
+            per_replica = [[lv[r] for lv in (local(leaf) for leaf in leaves)] for r in range(len(firsts))]
+        devices = [f.device or "" for f in firsts]
+        dtype = firsts[0].dtype.name if firsts and hasattr(firsts[0], "dtype") else ""
+        shapes = [tf.shape(f, out_type=tf.int64) if isinstance(f, tf.Tensor) else tf.zeros([0], tf.int64)
+                  for f in firsts]
+        n = len(per_replica[0]) if per_replica else 0
+        flat = [x for r, parts in enumerate(per_replica) for x in [*parts, shapes[r]]]
+
+        def report(*arrays: Any) -> int:
+            self._add_graph_step(arrays, n, devices, dtype)
+            return 0
+
+        tf.py_function(report, flat, tf.int32, name="vizdist_record_step")
+
+    def _add_graph_step(self, arrays: Any, n: int, devices: list[str], dtype: str) -> None:
+        if not self.recording.active:
+            return
+        reader = self.reader
+        with self.lock:
+            step = self.recording.begin_step(self)
+            for r in range(len(devices)):
+                parts = [a.numpy() for a in arrays[r * (n + 1):(r + 1) * (n + 1)]]
+                device = reader.devices[r] if not devices[r] and r < len(reader.devices) else devices[r]
+                kw = dict(device=device, replica_device=reader.devices[r] if r < len(reader.devices) else device,
+                          shape=str(tuple(int(d) for d in parts[-1])), dtype=dtype)
+                if self.tagged:
+                    reader.rec.add(step, reader.replica_offset + r, tags=parts[0], **kw)
+                else:
+                    reader.rec.add(step, reader.replica_offset + r, ids=reader.ids_by_content(parts[:-1]), **kw)
+
+    # -- tables -----------------------------------------------------------------
+    def tables(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        totals = self.reader.rec.step_totals()
+        batch = self.meta.get("global_batch_size") or (int(totals.max()) if len(totals) else None)
+        self.meta["global_batch_size"] = batch
+        return self.reader.rec.tables(global_batch_size=batch)
+
+
+class Recording:
+    """What :func:`record` returns: the block's datasets, passes and steps; ``.trace`` once it ended.
+
+    Use it as a context manager (``with vizdist.record() as rec:``); ``rec.trace`` is the
+    :class:`~vizdist.trace.Trace` of everything distributed inside the block.
+    """
+
+    def __init__(self) -> None:
+        self.datasets: list[DatasetRecord] = []
+        self.passes: list[dict[str, Any]] = []  # serial -> {"dataset", "phase", "steps"}
+        self.step_pass: list[int] = []  # global step -> pass serial
+        self.step_in_pass: list[int] = []
+        self.active = False
+        self.ended = False
+        self._current: dict[int, int] = {}  # dataset index -> its latest pass
+        self._lock = threading.Lock()
+        self._saved: dict[str, Any] = {}
+        self._trace: Trace | None = None
+
+    # -- the block --------------------------------------------------------------
+    def __enter__(self) -> Recording:
+        global _active
+        with _patch_lock:
+            if _active is not None:
+                raise TracingError("vizdist.record() blocks do not nest: one is already recording in this process.")
+            if not tf.executing_eagerly():
+                raise TracingError(
+                    "vizdist.record() needs eager execution (TF2's default); it is off in this process "
+                    "(tf.compat.v1.disable_eager_execution()). Use vizdist.trace_tf1 for a Session program.")
+            _active = self
+            self._patch()
+        self.active = True
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        global _active
+        self.active, self.ended = False, True
+        with _patch_lock:
+            self._unpatch()
+            _active = None
+
+    def _patch(self) -> None:
+        base = distribute_lib.StrategyBase
+        self._saved = {"experimental_distribute_dataset": base.experimental_distribute_dataset,
+                       "distribute_datasets_from_function": base.distribute_datasets_from_function}
+        original_ds, original_fn = self._saved.values()
+
+        def experimental_distribute_dataset(strategy: Any, dataset: Any, options: Any = None) -> Any:
+            if _from_vizdist():
+                return original_ds(strategy, dataset, options)
+            return self.distribute_dataset(original_ds, strategy, dataset, options)
+
+        def distribute_datasets_from_function(strategy: Any, dataset_fn: Any, options: Any = None) -> Any:
+            if _from_vizdist():
+                return original_fn(strategy, dataset_fn, options)
+            return self.distribute_function(original_fn, strategy, dataset_fn, options)
+
+        base.experimental_distribute_dataset = experimental_distribute_dataset
+        base.distribute_datasets_from_function = distribute_datasets_from_function
+
+    def _unpatch(self) -> None:
+        for name, fn in self._saved.items():
+            setattr(distribute_lib.StrategyBase, name, fn)
+        self._saved = {}
+
+    # -- distributing -------------------------------------------------------------
+    def distribute_dataset(self, original: Any, strategy: Any, dataset: Any, options: Any) -> Any:
+        """``experimental_distribute_dataset`` of a tagged copy, as TF's own recorded subclass."""
+        if not isinstance(dataset, tf.data.Dataset):
+            return original(strategy, dataset, options)  # TF says what is wrong, unchanged
+        try:
+            ds, inp = tag_global(strategy, dataset, None, ids_in_values=True, endless_ok=True)
+        except ValueError:  # e.g. not batched over several replicas: TF's own error, unchanged
+            return original(strategy, dataset, options)
+        meta = base_meta(strategy, "experimental_distribute_dataset")
+        meta["options"] = _options(options)
+        sink = self._new_dataset(strategy, inp.info, meta, tagged=inp.tagged, ids_in_values=inp.ids_in_values)
+        dist = original(strategy, ds, options)
+        inp.dist = dist
+        if isinstance(dist, tf.data.Dataset):  # the default strategy hands the dataset itself to its replica
+            values = dataset if inp.ids_in_values or not inp.tagged else ds.map(lambda e: e["value"])
+            meta.update(input_meta(inp, dataset))
+            return recorded_input.plain(ds, values, sink)
+        meta.update(input_meta(inp, dist))
+        return recorded_input.recorded(dist, sink)
+
+    def distribute_function(self, original: Any, strategy: Any, dataset_fn: Any, options: Any) -> Any:
+        """``distribute_datasets_from_function`` with every pipeline tagged, as TF's own recorded subclass."""
+        if not callable(dataset_fn):
+            return original(strategy, dataset_fn, options)
+        traced_fn = TaggingFn(dataset_fn, None, endless_ok=True)
+        with service_registry.one_run():
+            dist = original(strategy, traced_fn, options)
+        info, fn_meta, _ = traced_fn.summary(strategy)
+        meta = base_meta(strategy, "distribute_datasets_from_function")
+        meta.update(fn_meta, options=_options(options))
+        sink = self._new_dataset(strategy, info, meta, tagged=True, ids_in_values=False)
+        if isinstance(dist, tf.data.Dataset):
+            return recorded_input.plain(dist, dist.map(lambda e: e["value"]), sink)
+        return recorded_input.recorded(dist, sink)
+
+    def _new_dataset(self, strategy: Any, info: dict[str, Any], meta: dict[str, Any], *, tagged: bool,
+                     ids_in_values: bool) -> DatasetRecord:
+        with self._lock:
+            sink = DatasetRecord(self, strategy, info, meta, tagged=tagged, ids_in_values=ids_in_values)
+            self.datasets.append(sink)
+        return sink
+
+    # -- passes and steps ---------------------------------------------------------
+    def new_pass(self, sink: DatasetRecord, phase: str) -> None:
+        with self._lock:
+            self._current[sink.index] = len(self.passes)
+            self.passes.append({"dataset": sink.index, "phase": phase, "steps": 0})
+
+    def begin_step(self, sink: DatasetRecord) -> int:
+        """The block's next step number, counted in the pass ``sink`` is reading."""
+        with self._lock:
+            serial = self._current.get(sink.index)
+            if serial is None:  # iterated without an iter() vizdist saw (should not happen): a pass of its own
+                serial = self._current[sink.index] = len(self.passes)
+                self.passes.append({"dataset": sink.index, "phase": "loop", "steps": 0})
+            p = self.passes[serial]
+            self.step_in_pass.append(p["steps"])
+            p["steps"] += 1
+            self.step_pass.append(serial)
+            return len(self.step_pass) - 1
+
+    # -- the trace ----------------------------------------------------------------
+    @property
+    def trace(self) -> Trace:
+        """The :class:`~vizdist.trace.Trace` of every step read inside the block (once the block ended)."""
+        if not self.ended:
+            raise TracingError("rec.trace is ready once the `with vizdist.record() as rec:` block has ended.")
+        if self._trace is None:
+            self._trace = build_trace(self)
+        return self._trace
+
+
+def _from_vizdist() -> bool:
+    """True when vizdist's own code (trace_distribution, what_if, ...) asks TF to distribute a dataset."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if not name.startswith(("tensorflow", "keras")):
+            return name.startswith("vizdist.") and name != __name__
+        frame = frame.f_back
+    return False
+
+
+def _options(options: Any) -> dict[str, Any] | None:
+    from vizdist.instrument.distribution import options_dict
+
+    return options_dict(options)
+
+
+def record() -> Recording:
+    """Record the run your own code executes, Keras ``fit`` / ``evaluate`` / ``predict`` or a loop.
+
+    Wrap your unchanged code in ``with vizdist.record() as rec:``; every dataset distributed inside
+    the block (by ``strategy.experimental_distribute_dataset`` or
+    ``distribute_datasets_from_function``, which Keras calls for you under ``strategy.scope()``) is
+    recorded: which source element (its exact id, as in :func:`vizdist.trace_distribution`) each
+    replica got at each step, in which phase and epoch. Your code sees exactly the values it would
+    see without vizdist. Build (or distribute) the dataset inside the block.
+
+    Returns:
+        A :class:`Recording`; after the block, ``rec.trace`` is a :class:`~vizdist.trace.Trace`
+        with ``phase``, ``epoch``, ``epoch_step`` and ``dataset`` columns beside the usual ones.
+
+    Example:
+        >>> with vizdist.record() as rec:                                 # doctest: +SKIP
+        ...     with strategy.scope():
+        ...         model = make_model()
+        ...     model.fit(train_ds, validation_data=val_ds, epochs=2)
+        >>> vizdist.diagnose(rec.trace)                                    # doctest: +SKIP
+    """
+    return Recording()
+
+
+def _epochs(passes: list[dict[str, Any]]) -> np.ndarray:
+    """Each pass's epoch: its number among the passes of its phase that delivered data (-1: none)."""
+    seen: dict[str, int] = {}
+    out = np.full(len(passes), -1, dtype=np.int64)
+    for i, p in enumerate(passes):
+        if p["steps"]:
+            out[i] = seen.get(p["phase"], 0)
+            seen[p["phase"]] = out[i] + 1
+    return out
+
+
+def _label(df: pd.DataFrame, rec: Recording, epochs: np.ndarray, dataset: int) -> pd.DataFrame:
+    """Add ``dataset``, ``phase``, ``epoch`` and ``epoch_step`` by step (TF's repeat count becomes ``repetition``)."""
+    df = df.rename(columns={"epoch": "repetition"})
+    step_pass = np.asarray(rec.step_pass, dtype=np.int64)[df["step"].to_numpy()]
+    phases = np.array([p["phase"] for p in rec.passes], dtype=object)
+    df["dataset"] = dataset
+    df["phase"] = pd.Categorical(phases[step_pass], categories=PHASES)
+    df["epoch"] = epochs[step_pass]
+    df["epoch_step"] = np.asarray(rec.step_in_pass, dtype=np.int64)[df["step"].to_numpy()]
+    return df
+
+
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return df.sort_values(["step", "replica"], kind="stable").reset_index(drop=True) if len(df) else df
+
+
+def _pass_rows(rec: Recording, epochs: np.ndarray) -> list[dict[str, Any]]:
+    first = {}
+    for step, serial in enumerate(rec.step_pass):
+        first.setdefault(serial, step)
+    return [{"dataset": p["dataset"], "phase": p["phase"], "epoch": int(epochs[i]), "steps": p["steps"],
+             "first_step": first[i]} for i, p in enumerate(rec.passes) if p["steps"]]
+
+
+def build_trace(rec: Recording) -> Trace:
+    """One trace of every dataset recorded in the block (``meta["datasets"]``: each one's own meta)."""
+    epochs = _epochs(rec.passes)
+    elements, batches, metas = [], [], []
+    for d in rec.datasets:
+        e, b = d.tables()
+        elements.append(_label(e, rec, epochs, d.index))
+        batches.append(_label(b, rec, epochs, d.index))
+        phases = sorted({p["phase"] for p in rec.passes if p["dataset"] == d.index and p["steps"]})
+        metas.append({**d.meta, "phases": phases, "steps_run": int(sum(
+            p["steps"] for p in rec.passes if p["dataset"] == d.index))})
+    meta = _block_meta(rec, metas, _pass_rows(rec, epochs))
+    return Trace(elements=_concat(elements), batches=_concat(batches), meta=meta)
+
+
+def _block_meta(rec: Recording, metas: list[dict[str, Any]], passes: list[dict[str, Any]]) -> dict[str, Any]:
+    if not rec.datasets:
+        return {"kind": "distribution", "api": "record", "datasets": [], "passes": [], "steps_run": 0,
+                "note": "nothing was distributed inside the block: build or distribute the dataset inside "
+                        "`with vizdist.record():` (Keras fit/evaluate/predict do it for you)"}
+    meta = dict(metas[0]) if len(metas) == 1 else {k: metas[0][k] for k in (
+        "kind", "strategy", "num_replicas", "devices", "tf_version", "host", "gpus", "num_workers") if k in metas[0]}
+    meta.update(api="record", datasets=metas, passes=passes, steps_run=len(rec.step_pass), stopped="end_of_block",
+                worker=rec.datasets[0].reader.worker)
+    if any(not d.tagged for d in rec.datasets):
+        meta["provenance"] = "fingerprint"
+    return meta
