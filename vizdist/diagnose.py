@@ -73,6 +73,40 @@ def _load_checks() -> None:
     _loaded = True
 
 
+def _rows(trace: Trace) -> list[dict[str, object]]:
+    return [dict(code=f.code, severity=f.severity, step=int(f.step), replicas=list(f.replicas),
+                 workers=list(f.workers), message=f.message) for fn in _CHECKS for f in fn(trace)]
+
+
+def _is_record(trace: Trace) -> bool:
+    from vizdist.analysis.passes import is_record
+
+    return is_record(trace)
+
+
+def _record_rows(trace: Trace) -> list[dict[str, object]]:
+    """A ``vizdist.record()`` trace: every check reads one pass at a time (Keras's build read left out);
+    a finding that recurs in later passes is reported once, at its first pass, naming the others."""
+    from vizdist.analysis.passes import passes
+
+    first: dict[tuple[object, ...], dict[str, object]] = {}
+    seen: dict[tuple[object, ...], list[str]] = {}
+    for info, part in passes(trace, phases=("train", "validation", "evaluate", "predict", "loop")):
+        where = f"{info['phase']} epoch {info['epoch']}"
+        for row in _rows(part):
+            key = (info["dataset"], info["phase"], row["code"], row["severity"])
+            seen.setdefault(key, []).append(where)
+            if key not in first:
+                step = int(row["step"])  # type: ignore[call-overload]
+                row["step"] = info["steps"][step] if 0 <= step < len(info["steps"]) else -1
+                row["message"] = f"[{where}, dataset {info['dataset']}] {row['message']}"
+                first[key] = row
+    for key, row in first.items():
+        if len(seen[key]) > 1:
+            row["message"] = f"{row['message']} (Also in {', '.join(seen[key][1:])}.)"
+    return list(first.values())
+
+
 def diagnose(trace: Trace, *, severity: str | None = None) -> pd.DataFrame:
     """Return the findings for ``trace`` as a DataFrame.
 
@@ -103,13 +137,7 @@ def diagnose(trace: Trace, *, severity: str | None = None) -> pd.DataFrame:
     if severity is not None and severity not in SEVERITIES:
         raise ValueError(f"severity must be one of {SEVERITIES}; got {severity!r}")
     _load_checks()
-    rows = []
-    for fn in _CHECKS:
-        for f in fn(trace):
-            rows.append(
-                dict(code=f.code, severity=f.severity, step=int(f.step),
-                     replicas=list(f.replicas), workers=list(f.workers), message=f.message)
-            )
+    rows = _record_rows(trace) if _is_record(trace) else _rows(trace)
     df = pd.DataFrame(rows, columns=COLUMNS)
     if severity is not None:
         keep = SEVERITIES[: SEVERITIES.index(severity) + 1]

@@ -31,6 +31,7 @@ from tensorflow.python.data.ops import dataset_ops, iterator_ops, optional_ops
 from tensorflow.python.data.util import structure
 from tensorflow.python.distribute import input_lib
 from tensorflow.python.framework import ops
+from tensorflow.python.ops import cond as tf_cond
 from tensorflow.python.ops import gen_dataset_ops
 
 from vizdist.instrument.tagging import untag
@@ -100,7 +101,7 @@ class _IteratorMixin:
             if not bool(opt.has_value()):
                 return optional_ops.Optional.empty(spec)
             return optional_ops.Optional.from_value(_strip(sink, opt.get_value()))
-        return tf.cond(opt.has_value(), lambda: optional_ops.Optional.from_value(_strip(sink, opt.get_value())),
+        return tf_cond.cond(opt.has_value(), lambda: optional_ops.Optional.from_value(_strip(sink, opt.get_value())),
                        lambda: optional_ops.Optional.empty(spec), strict=True)
 
     @property
@@ -153,7 +154,7 @@ class _OwnedIteratorMixin:
         if tf.executing_eagerly():
             return (optional_ops.Optional.from_value(_strip(sink, opt.get_value())) if bool(opt.has_value())
                     else optional_ops.Optional.empty(spec))
-        return tf.cond(opt.has_value(), lambda: optional_ops.Optional.from_value(_strip(sink, opt.get_value())),
+        return tf_cond.cond(opt.has_value(), lambda: optional_ops.Optional.from_value(_strip(sink, opt.get_value())),
                        lambda: optional_ops.Optional.empty(spec), strict=True)
 
     @property
@@ -218,6 +219,13 @@ class _SpecMixin:
 
     def _serialize(self) -> Any:
         return (*_up(self)._serialize(self), "vizdist", self._vizdist.key)  # type: ignore[misc]
+
+    @classmethod
+    def _deserialize(cls, serialization: Any) -> Any:
+        """TypeSpec's ``_without_tensor_names`` / ``_with_tensor_ranks_only`` rebuild a spec this way."""
+        spec = cls.__mro__[1]._deserialize(tuple(serialization)[:-2])
+        spec.__class__ = cls
+        return spec
 
 
 def _make_classes(sink: StepSink) -> dict[str, type]:

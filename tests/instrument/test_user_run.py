@@ -1,0 +1,251 @@
+"""vizdist.record() around the user's own code: Keras fit/evaluate/predict and hand-written loops.
+
+Ground truth comes from the run itself: a Keras layer (or a step function) whose ``tf.py_function``
+logs what each replica's batch held (``replica_id_in_sync_group`` and the ids, which are the feature
+values), never from vizdist's output or numbers typed by hand.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import vizdist
+
+pytestmark = pytest.mark.filterwarnings("ignore:`shuffle=True` was passed")  # Keras: a dataset is shuffled already
+
+N = 22  # 22 examples in batches of 8 over 4 replicas: a short last batch every epoch
+
+
+@pytest.fixture(scope="module")
+def keras(tf):
+    import keras
+
+    return keras
+
+
+class Log:
+    """What each replica's batch held, as the model (or the step) saw it: one entry per replica call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, list[int]]] = []
+
+    def add(self, replica, x):
+        self.calls.append((int(replica.numpy()), np.asarray(x.numpy()).reshape(-1).astype(int).tolist()))
+        return np.int32(0)
+
+    def steps(self, replicas: int) -> list[list[list[int]]]:
+        """Per step, the ids each replica got (replicas log in any order within a step)."""
+        out = []
+        for i in range(0, len(self.calls), replicas):
+            chunk = dict(self.calls[i:i + replicas])
+            out.append([chunk[r] for r in range(replicas)])
+        return out
+
+
+def _spy(tf, keras, log: Log):
+    class Spy(keras.layers.Layer):
+        def call(self, x):
+            ctx = tf.distribute.get_replica_context()
+            rid = ctx.replica_id_in_sync_group if ctx is not None else tf.constant(0)
+            tf.py_function(log.add, [rid, x], tf.int32)
+            return x
+
+    return Spy()
+
+
+def _model(tf, keras, strategy, log: Log):
+    keras.utils.set_random_seed(7)
+    with strategy.scope():
+        inp = keras.Input((1,))
+        model = keras.Model(inp, keras.layers.Dense(1)(_spy(tf, keras, log)(inp)))
+        model.compile("sgd", "mse", jit_compile=False)
+    return model
+
+
+def _data(tf, n: int = N, *, seed: int | None = 3, batch: int = 8):
+    x = np.arange(n, dtype="float32").reshape(-1, 1)
+    ds = tf.data.Dataset.from_tensor_slices((x, 0.5 * x))
+    return (ds.shuffle(n, seed=seed) if seed != -1 else ds).batch(batch)
+
+
+def _recorded_steps(trace, phase: str, replicas: int) -> list[list[list[int]]]:
+    """Per step of ``phase`` (in run order), the source ids each replica got, from the trace."""
+    e = trace.elements[trace.elements["phase"] == phase].sort_values(["step", "replica", "position"])
+    b = trace.batches[trace.batches["phase"] == phase]
+    out = []
+    for step in sorted(b["step"].unique()):
+        rows = e[e["step"] == step]
+        out.append([rows[rows["replica"] == r]["source_id"].tolist() for r in range(replicas)])
+    return out
+
+
+def test_fit_with_validation_records_what_each_replica_trained_on(tf, keras, mirrored):
+    log = Log()
+    model = _model(tf, keras, mirrored, log)
+    with vizdist.record() as rec:
+        model.fit(_data(tf), validation_data=_data(tf, 7, seed=-1, batch=4), epochs=2, verbose=0)
+    seen = log.steps(4)
+    train, val = _recorded_steps(rec.trace, "train", 4), _recorded_steps(rec.trace, "validation", 4)
+    assert len(train) == 2 * 3 and len(val) == 2 * 2
+    # The model ran train steps and validation steps in this order: 3 train, 2 validation, per epoch.
+    assert seen == train[:3] + val[:2] + train[3:] + val[2:]
+    epochs = rec.trace.batches.groupby("phase", observed=True)["epoch"].unique()
+    assert sorted(epochs["train"]) == [0, 1] and sorted(epochs["validation"]) == [0, 1]
+
+
+@pytest.mark.parametrize("seed", [3, None], ids=["seeded", "unseeded"])
+def test_shuffled_epochs_show_the_real_order(tf, keras, mirrored, seed):
+    log = Log()
+    model = _model(tf, keras, mirrored, log)
+    with vizdist.record() as rec:
+        model.fit(_data(tf, seed=seed), epochs=2, verbose=0)
+    train = _recorded_steps(rec.trace, "train", 4)
+    assert log.steps(4) == train
+    first, second = ([i for step in train[k:k + 3] for ids in step for i in ids] for k in (0, 3))
+    assert sorted(first) == sorted(second) == list(range(N))
+
+
+def test_history_is_the_same_with_and_without_recording(tf, keras, mirrored):
+    plain = _model(tf, keras, mirrored, Log()).fit(
+        _data(tf), validation_data=_data(tf, 7, seed=-1, batch=4), epochs=2, verbose=0).history
+    with vizdist.record():
+        recorded = _model(tf, keras, mirrored, Log()).fit(
+            _data(tf), validation_data=_data(tf, 7, seed=-1, batch=4), epochs=2, verbose=0).history
+    assert recorded == plain
+
+
+def test_keras_build_read_is_its_own_phase(tf, keras, mirrored):
+    """Keras 3 reads one batch of a fresh pass to build the model (trainer._maybe_symbolic_build)."""
+    model = _model(tf, keras, mirrored, Log())
+    with vizdist.record() as rec:
+        model.fit(_data(tf, seed=-1), epochs=1, verbose=0)
+    build = rec.trace.batches[rec.trace.batches["phase"] == "build"]
+    assert build["epoch_step"].tolist() == [0] * 4  # one step, four replicas
+    first_train = _recorded_steps(rec.trace, "train", 4)[0]
+    assert _recorded_steps(rec.trace, "build", 4)[0] == first_train  # unshuffled: the same first batch
+
+
+def test_evaluate_and_predict(tf, keras, mirrored):
+    log = Log()
+    model = _model(tf, keras, mirrored, log)
+    data = _data(tf, 7, seed=-1, batch=4)
+    plain = model.predict(data, verbose=0)
+    log.calls.clear()
+    with vizdist.record() as rec:
+        model.evaluate(data, verbose=0)
+        out = model.predict(data, verbose=0)
+    np.testing.assert_array_equal(out, plain)
+    seen = log.steps(4)
+    assert seen == _recorded_steps(rec.trace, "evaluate", 4) + _recorded_steps(rec.trace, "predict", 4)
+
+
+def test_default_strategy_fit(tf, keras):
+    log = Log()
+    model = _model(tf, keras, tf.distribute.get_strategy(), log)
+    with vizdist.record() as rec:
+        model.fit(_data(tf), epochs=1, verbose=0)
+    assert log.steps(1) == _recorded_steps(rec.trace, "train", 1)
+    assert rec.trace.meta["strategy"] == "default strategy"
+
+
+def _step_log(tf, log: Log):
+    def step(x):
+        ctx = tf.distribute.get_replica_context()
+        tf.py_function(log.add, [ctx.replica_id_in_sync_group, x], tf.int32)
+        return tf.reduce_sum(x)
+
+    return step
+
+
+def test_loop_inside_a_tf_function_over_the_dataset(tf, mirrored):
+    """The custom-training tutorial's variant: the distributed dataset is the tf.function's argument."""
+    log = Log()
+    step = _step_log(tf, log)
+
+    @tf.function
+    def epoch(dist):
+        total = tf.constant(0, tf.int64)
+        for x in dist:
+            total += mirrored.reduce("SUM", mirrored.run(step, args=(x,)), axis=None)
+        return total
+
+    ds = tf.data.Dataset.range(10).shuffle(10, seed=1).batch(4)
+    with vizdist.record() as rec:
+        dist = mirrored.experimental_distribute_dataset(ds)
+        totals = [int(epoch(dist)) for _ in range(2)]
+    assert totals == [45, 45]
+    loop = _recorded_steps(rec.trace, "loop", 4)
+    assert log.steps(4) == loop
+    assert rec.trace.batches["epoch"].max() == 1  # each call of the function is a pass
+
+
+def test_next_on_an_iterator_inside_a_tf_function(tf, mirrored):
+    log = Log()
+    step = _step_log(tf, log)
+
+    @tf.function
+    def two_steps(it):
+        for _ in tf.range(2):
+            mirrored.run(step, args=(next(it),))
+
+    with vizdist.record() as rec:
+        it = iter(mirrored.experimental_distribute_dataset(tf.data.Dataset.range(16).batch(4)))
+        two_steps(it)
+        two_steps(it)
+    assert log.steps(4) == _recorded_steps(rec.trace, "loop", 4)
+    assert len(rec.trace.batches["step"].unique()) == 4 and rec.trace.batches["epoch"].max() == 0
+
+
+def test_eager_loops_see_the_plain_values_and_specs(tf, mirrored):
+    ds = tf.data.Dataset.range(10).map(lambda v: v * 10).batch(4)
+    plain = mirrored.experimental_distribute_dataset(ds)
+    want = [[t.numpy().tolist() for t in mirrored.experimental_local_results(x)] for x in plain]
+    with vizdist.record() as rec:
+        dist = mirrored.experimental_distribute_dataset(ds)
+        assert dist.element_spec == plain.element_spec
+        got = [[t.numpy().tolist() for t in mirrored.experimental_local_results(x)] for x in dist]
+        it = iter(dist)
+        assert it.element_spec == iter(plain).element_spec
+        opt_got = []
+        while (opt := it.get_next_as_optional()).has_value():
+            opt_got.append([t.numpy().tolist() for t in mirrored.experimental_local_results(opt.get_value())])
+    assert got == want and opt_got == want
+    ids = _recorded_steps(rec.trace, "loop", 4)
+    assert [[[v // 10 for v in r] for r in s] for s in want] * 2 == ids
+
+
+def test_distribute_datasets_from_function(tf, mirrored):
+    def fn(ctx):
+        return tf.data.Dataset.range(8).batch(2)  # ignores the context: every replica reads everything
+
+    plain = [[t.numpy().tolist() for t in mirrored.experimental_local_results(x)]
+             for x in mirrored.distribute_datasets_from_function(fn)]
+    with vizdist.record() as rec:
+        got = [[t.numpy().tolist() for t in mirrored.experimental_local_results(x)]
+               for x in mirrored.distribute_datasets_from_function(fn)]
+    assert got == plain == _recorded_steps(rec.trace, "loop", 4)
+    assert rec.trace.meta["api"] == "record" and rec.trace.meta["datasets"][0]["input_contexts"]
+
+
+def test_record_after_the_block_strips_but_records_nothing(tf, mirrored):
+    with vizdist.record() as rec:
+        dist = mirrored.experimental_distribute_dataset(tf.data.Dataset.range(8).batch(4))
+    after = [t.numpy().tolist() for x in dist for t in mirrored.experimental_local_results(x)]
+    assert after == [[0], [1], [2], [3], [4], [5], [6], [7]]
+    assert rec.trace.elements.empty and "inside" in rec.trace.meta.get("note", "") or rec.trace.elements.empty
+
+
+def test_blocks_do_not_nest_and_trace_waits_for_the_end(tf):
+    with vizdist.record() as rec:
+        with pytest.raises(vizdist.TracingError, match="do not nest"):
+            vizdist.record().__enter__()
+        with pytest.raises(vizdist.TracingError, match="once the"):
+            _ = rec.trace
+    assert rec.trace.elements.empty
+
+
+def test_trace_distribution_inside_a_block_is_not_recorded_twice(tf, mirrored):
+    with vizdist.record() as rec:
+        t = vizdist.trace_distribution(mirrored, tf.data.Dataset.range(8).batch(4))
+    assert t.ids(step=0, replica=0) == [0] and rec.trace.elements.empty
