@@ -249,3 +249,50 @@ def test_trace_distribution_inside_a_block_is_not_recorded_twice(tf, mirrored):
     with vizdist.record() as rec:
         t = vizdist.trace_distribution(mirrored, tf.data.Dataset.range(8).batch(4))
     assert t.ids(step=0, replica=0) == [0] and rec.trace.elements.empty
+
+
+@pytest.mark.filterwarnings("ignore::vizdist.instrument.cluster.IsolationWarning")
+def test_fit_on_a_plain_tf_data_service(tf, keras, mirrored):
+    """A dispatcher and a worker of plain TF in this process; the model reads through the service."""
+    svc = tf.data.experimental.service
+    dispatcher = svc.DispatchServer()
+    worker = svc.WorkerServer(svc.WorkerConfig(dispatcher_address=dispatcher.target.split("://")[1]))
+    log = Log()
+    model = _model(tf, keras, mirrored, log)
+    with vizdist.record() as rec:
+        ds = _data(tf, seed=-1).apply(svc.distribute("distributed_epoch", dispatcher.target))
+        model.fit(ds, epochs=1, verbose=0)
+    assert log.steps(4) == _recorded_steps(rec.trace, "train", 4)
+    assert sorted(rec.trace.elements.query("phase == 'train'")["source_id"]) == list(range(N))
+    del worker, dispatcher
+
+
+def _mwms_loop(ctx):
+    import tensorflow as tf
+
+    strategy = ctx.multi_worker_strategy()
+    log = Log()
+    step = _step_log(tf, log)
+
+    @tf.function
+    def run(it):
+        for _ in tf.range(2):
+            strategy.run(step, args=(next(it),))
+
+    with vizdist.record() as rec:
+        dist = strategy.experimental_distribute_dataset(tf.data.Dataset.range(16).batch(4))
+        run(iter(dist))
+    t = rec.trace
+    return vizdist.Trace(elements=t.elements, batches=t.batches, meta=dict(t.meta, raw=[[ids] for _, ids in log.calls]))
+
+
+@pytest.mark.slow
+def test_multi_worker_loop_in_a_local_cluster():
+    with vizdist.LocalCluster(workers=2, timeout=180, progress=False) as cluster:
+        trace = cluster.run(_mwms_loop)
+    shards = {s["task"]: s for s in trace.meta["shards"]}
+    for w in (0, 1):
+        e = trace.elements[trace.elements["worker"] == w].sort_values(["step", "position"])
+        got = [[e[e["step"] == s]["source_id"].tolist()] for s in sorted(e["step"].unique())]
+        assert got == shards[f"worker-{w}"]["raw"]
+        assert set(e["replica"]) == {w} and set(e["phase"].astype(str)) == {"loop"}
