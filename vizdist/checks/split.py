@@ -108,12 +108,11 @@ def empty_and_partial(trace: Trace) -> Iterator[Finding]:
         # them (one worker's shard) expects its share, a merged trace the whole batch.
         n_all = int(trace.meta.get("num_replicas") or 0) or len(values)
         if g and 0 < total < g * min(len(values), n_all) / n_all:
+            split = f"{', '.join(str(v) for v in values.values())}{_rebatch_rule(trace.meta, n_all)}"
             yield Finding(
                 "partial-batch", "info",
-                f"Step {step} delivered {total} of {g} elements: the dataset ran out in the middle of a global "
-                f"batch, so this last batch is partial and split as "
-                f"{', '.join(str(v) for v in values.values())}{_rebatch_rule(trace.meta, n_all)}. "
-                f"Use {drop_hint} to drop it.",
+                f"Step {step} delivered {total} of {g} elements: "
+                + _partial_cause(trace.meta, step == counts.index.max(), split, drop_hint),
                 step=int(step), replicas=sorted(r for r, v in values.items() if v > 0),
             )
         nonzero = [v for v in values.values() if v > 0]
@@ -125,6 +124,54 @@ def empty_and_partial(trace: Trace) -> Iterator[Finding]:
                 f"finish early and wait for the others at the gradient all-reduce.",
                 step=int(step), replicas=sorted(values),
             )
+
+
+_BATCH_OPS = ("batch", "padded_batch", "ragged_batch", "rebatch")
+
+
+def _batched_by_service(meta: dict[str, Any]) -> dict[str, Any] | None:
+    """The tf.data service read whose served dataset was batched (the batch ran on the service workers)."""
+    services = meta.get("services") or []
+    if not services or not _batched_before(meta, "tf.data service ("):
+        return None
+    # parallel_epochs (OFF) and distributed_epoch (DYNAMIC) only: a static DATA policy shards after the batch.
+    return services[-1] if services[-1].get("sharding_policy") in ("OFF", "DYNAMIC") else None
+
+
+def _batched_before(meta: dict[str, Any], prefix: str) -> bool:
+    """Whether the pipeline batches before an op whose label starts with ``prefix``."""
+    ops = [str(op) for op in meta.get("pipeline") or []]
+    at = [i for i, op in enumerate(ops) if op.startswith(prefix)]
+    return bool(at) and any(op.split("(")[0] in _BATCH_OPS for op in ops[: at[-1]])
+
+
+def _partial_cause(meta: dict[str, Any], last: bool, split: str, drop_hint: str) -> str:
+    """Why a step's global batch was short, and the fix (TF's distribute docstring, data_service_ops.py:
+    distributed_epoch sends splits to the workers, "which will perform the rest of the dataset
+    transformations"; parallel_epochs: "the entire input dataset will be processed independently by each
+    of the tf.data service workers")."""
+    read = _batched_by_service(meta)
+    if read is not None:
+        n = read.get("num_workers")
+        return (
+            f"the dataset sent to the tf.data service ({read.get('processing_mode') or read.get('sharding_policy')}) "
+            "is batched there, so each service worker batches only the elements it produces (its own pass over the "
+            "whole dataset under parallel_epochs, the splits the dispatcher sent it under distributed_epoch) and "
+            "its stream can end with its own short batch, which can reach the consumer before other workers' full "
+            "batches"
+            + (f" (up to {n} such batches per pass with {n} service workers)" if isinstance(n, int) else "")
+            + f". This one was split as {split}. Fix: batch(..., drop_remainder=True) inside the dataset sent to "
+            "the service, or batch after reading from the service (then only the consumer's last batch can be short)."
+        )
+    if last:
+        return (f"the dataset ran out in the middle of a global batch, so this last batch is partial and split as "
+                f"{split}. Use {drop_hint} to drop it.")
+    if _batched_before(meta, "repeat("):
+        return (f"the pipeline batches before repeat(), so each repetition ends with its own short batch (split as "
+                f"{split}). Use {drop_hint} to drop them, or repeat() before batch() to batch across repetitions.")
+    return (f"a batch in the middle of the run was short (split as {split}); the trace does not show why. "
+            "Candidates: batched datasets joined one after another (concatenate, flat_map, interleave) or drawn "
+            f"from in turn (sample_from_datasets, choose_from_datasets). Use {drop_hint} to drop such batches.")
 
 
 @check
