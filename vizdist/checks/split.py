@@ -94,16 +94,8 @@ def empty_and_partial(trace: Trace) -> Iterator[Finding]:
         total = sum(values.values())
         empty = sorted(r for r, v in values.items() if v == 0)
         if empty:
-            who = "replica" if len(empty) == 1 else "replicas"
-            yield Finding(
-                "empty-replica", "warning",
-                f"At step {step}, {who} {_names(empty)} got an empty batch: this step had only "
-                f"{_plural(total, 'element')} for {len(values)} replicas. TF still runs the step there on a "
-                f"0-sized batch, so per-replica means become NaN unless the loss divides by the global batch. "
-                f"Fix: {drop_hint}, or make the dataset size a multiple of the global batch"
-                + (f" ({g})." if g else "."),
-                step=int(step), replicas=empty,
-            )
+            yield Finding("empty-replica", "warning", _empty_message(trace.meta, int(step), values, drop_hint, g),
+                          step=int(step), replicas=empty)
         # The global batch spans all replicas of all workers: a trace holding only some of
         # them (one worker's shard) expects its share, a merged trace the whole batch.
         n_all = int(trace.meta.get("num_replicas") or 0) or len(values)
@@ -127,6 +119,83 @@ def empty_and_partial(trace: Trace) -> Iterator[Finding]:
 
 
 _BATCH_OPS = ("batch", "padded_batch", "ragged_batch", "rebatch")
+
+
+def _empty_message(meta: dict[str, Any], step: int, values: dict[int, int], drop_hint: str, g: int | None) -> str:
+    """Why replicas got an empty batch at ``step`` (replica -> elements), and the fix."""
+    empty = [r for r, v in values.items() if v == 0]
+    head = f"At step {step}, {'replica' if len(empty) == 1 else 'replicas'} {_names(empty)} got an empty batch: "
+    tail = ("TF still runs the step there on a 0-sized batch, so per-replica means become NaN unless the loss "
+            "divides by the global batch.")
+    nested = _nested_batches(meta)
+    if nested:
+        cause, fix = _nested_cause(meta, nested, values)
+        return f"{head}{cause} {tail} Fix: {fix}"
+    p = meta.get("per_replica_batch_size")
+    if meta.get("api") in _PER_PIPELINE and isinstance(p, int) and p > 0:
+        return head + _per_pipeline_cause(p, values) + f" {tail} Fix: {drop_hint}, or make the dataset size a " \
+            f"multiple of the global batch{f' ({g})' if g else ''}." + _global_mixup(p, len(values))
+    return (head + f"this step had only {_plural(sum(values.values()), 'element')} for {len(values)} replicas. "
+            f"{tail} Fix: {drop_hint}, or make the dataset size a multiple of the global batch"
+            + (f" ({g})." if g else "."))
+
+
+def _per_pipeline_cause(p: int, values: dict[int, int]) -> str:
+    """Empty replicas under distribute_datasets_from_function: its pipeline ran out of whole batches."""
+    full = sum(1 for v in values.values() if v > 0)
+    return (f"each replica takes one whole batch of dataset_fn's dataset per step (up to {p} elements; TF does not "
+            f"split them), and only {full} of its batches remained for {len(values)} replicas at this step "
+            f"({_plural(sum(values.values()), 'element')}).")
+
+
+def _global_mixup(p: int, replicas: int) -> str:
+    """The per-replica vs global batch size mix-up, as a question (the trace cannot know which was meant)."""
+    if replicas < 2 or p % replicas:
+        return ""
+    return (f" If {p} was meant as the global batch size, dataset_fn should batch by "
+            f"input_context.get_per_replica_batch_size({p}) = {p // replicas}.")
+
+
+def _nested_batches(meta: dict[str, Any]) -> list[str]:
+    """The batch ops of a pipeline that batches its batches (a batch after a batch, no unbatch between).
+
+    Example:
+        >>> _nested_batches({"pipeline": ["range(0, 8, 1)", "batch(4, drop_remainder=False)", "batch(2, drop_remainder=False)"]})
+        ['batch(4, drop_remainder=False)', 'batch(2, drop_remainder=False)']
+        >>> _nested_batches({"pipeline": ["range(0, 8, 1)", "batch(4, drop_remainder=False)", "unbatch", "batch(2, drop_remainder=False)"]})
+        []
+    """
+    for ops in [meta.get("pipeline") or [], *(meta.get("pipelines") or [])]:
+        chain: list[str] = []
+        for op in map(str, ops or []):
+            name = op.split("(")[0]
+            if name == "unbatch":
+                chain = []
+            elif name in ("batch", "padded_batch", "ragged_batch"):
+                chain.append(op)
+        if len(chain) > 1:
+            return chain
+    return []
+
+
+def _nested_cause(meta: dict[str, Any], nested: list[str], values: dict[int, int]) -> tuple[str, str]:
+    """Empty replicas of a pipeline that batches twice: few, big per-replica batches (distribute_lib.py,
+    distribute_datasets_from_function: the dataset_fn's dataset is "already batched by per-replica batch
+    size" and each replica "will dequeue one batch of inputs")."""
+    sizes = [op.split("(")[1].split(",")[0].rstrip(")") for op in nested]
+    full = sum(1 for v in values.values() if v > 0)
+    per_fn = meta.get("api") in _PER_PIPELINE
+    g = meta.get("global_batch_size")
+    note = (f" ({sizes[0]} is also this run's global batch size: a global batch belongs in a dataset given to "
+            "experimental_distribute_dataset, which splits it; dataset_fn batches by the per-replica size)"
+            if str(g) == sizes[0] and per_fn else "")
+    where = "dataset_fn's dataset" if per_fn else "the pipeline"
+    fix = ("batch once in dataset_fn, by input_context.get_per_replica_batch_size(global_batch_size)"
+           if per_fn else "batch once, by the global batch size")
+    return (f"{where} is batched twice ({', then '.join(nested)}), so each of its elements is a batch of up to "
+            f"{sizes[-1]} batches of up to {sizes[0]} elements{note}. Each replica takes one such element per step (one replica "
+            f"got {max(values.values())} elements), and only {full} such element(s) remained for {len(values)} replicas at this "
+            f"step.", f"{fix}, and drop the other batch.")
 
 
 def _batched_by_service(meta: dict[str, Any]) -> dict[str, Any] | None:
