@@ -97,6 +97,27 @@ def test_unknown_cause_lists_candidates_at_info() -> None:
     assert row["severity"] == "info" and "Candidates:" in row["message"]
 
 
+
+def _shared_rows(**meta) -> Trace:
+    rows = [dict(step=0, replica=w, worker=w, source_id=i, position=i) for w in range(2) for i in range(2)]
+    return Trace.from_records(elements=rows, meta={"num_workers": 2, **meta})
+
+
+def test_dataset_fn_that_shards_after_an_unseeded_shuffle_names_the_shuffle() -> None:
+    flags = {"shuffle": True, "shuffle_unseeded": True, "shard": True}
+    row = _finding(_shared_rows(api="distribute_datasets_from_function", pipeline_flags=flags)).iloc[0]
+    assert "without a seed" in row["message"] and "ignores" not in row["message"]
+    row = _finding(_shared_rows(api="distribute_datasets_from_function", pipeline_flags=dict(flags, shard=False)))
+    assert "does not shard datasets made by distribute_datasets_from_function" in row.iloc[0]["message"]
+
+
+def test_repetitions_the_trace_cannot_number_lower_the_finding_to_info() -> None:
+    t = _shared_rows(shard_policy="OFF", provenance="ambiguous", pipeline_flags={"repeat": True},
+                     provenance_note="repeat(None): the length of one pass is unknown")
+    row = _finding(t).iloc[0]
+    assert row["severity"] == "info" and "cannot number the repetitions" in row["message"]
+
+
 # -- slow: a real 2-worker MultiWorkerMirroredStrategy run --------------------------------------
 def _mwms_shuffle_repeat(ctx, shard_dir: str) -> Trace:
     """Per seed: what plain TF delivered on this worker, and vizdist's shard of the same run."""

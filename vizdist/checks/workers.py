@@ -1,4 +1,5 @@
-"""Checks about several workers: duplicated reads, starved workers, FILE sharding that became DATA or failed.
+"""Checks about several workers: elements read by two workers in one pass, starved workers, FILE sharding
+that became DATA or failed.
 
 Example:
     >>> from vizdist import Trace
@@ -78,7 +79,8 @@ def _shared_per_pass(e: pd.DataFrame) -> tuple[pd.Series, int, str]:
     per = df.groupby([*passes, "k"])["w"].agg(sorted)
     shared = per[per.map(len) > 1]
     several = [c for c in passes if df[c].nunique() > 1]
-    words = f" within one pass over the data (one value of {', '.join(several)})" if several else ""
+    words = (f" within the same pass over the data (each element counted once per pass, a pass being one value "
+             f"of {', '.join(several)})") if several else ""
     return (shared.droplevel(passes) if passes else shared), len(per), words
 
 
@@ -169,13 +171,15 @@ _OFF_FIX = ("Use AutoShardPolicy.FILE (enough files) or DATA, or place "
 _UNSEEDED_CAUSE = (
     "Sharding worked, but each worker split a different order: the pipeline shuffles without a seed before "
     "the data is split by element, and an unseeded shuffle draws its own random seed in every worker "
-    "process. TensorFlow's DATA sharding keeps every n-th element of each worker's own stream (it adds "
-    "shard(num_workers, worker_index) at the end of the pipeline), which splits the data only when every "
+    "process. TensorFlow's DATA sharding keeps every num_workers-th output (batch) of each worker's own stream "
+    "(it adds shard(num_workers, worker_index) at the end of the pipeline), which splits the data only when every "
     "worker produces the elements in the same order (AutoShardPolicy.DATA's documentation), so some "
     "elements reach two workers and others none.")
 _UNSEEDED_FIX = ("Give the shuffle the same seed on every worker (ds.shuffle(buffer, seed=42), or "
-                 "tf.random.set_seed(...) in every worker before building the dataset); reshuffling each "
-                 "epoch stays the same on all workers then; or shard (by file, or shard()) before shuffling.")
+                 "tf.random.set_seed(...) in every worker before building the dataset): every worker then "
+                 "reshuffles each epoch into the same order. Or split the data before the shuffle: FILE "
+                 "sharding, or ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id) "
+                 "before shuffle in a dataset_fn.")
 _IGNORES_CONTEXT = ("TensorFlow does not shard datasets made by distribute_datasets_from_function: it calls your "
                     "dataset_fn once per worker with an InputContext, and this dataset_fn built the same "
                     "pipeline on every worker.")
