@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 
 from vizdist.checks.service import copies_by_design
+from vizdist.checks.workers import PASS_COLUMNS
 from vizdist.diagnose import Finding, check
 from vizdist.trace import Trace
 
@@ -252,9 +253,10 @@ def duplicate_elements(trace: Trace) -> Iterator[Finding]:
     copies = copies_by_design(trace)  # tf.data service parallel_epochs: one copy per service worker
     if copies == "unknown":
         return  # service-copies explains them; which copy came from which worker is unknown
-    # An element is (source, id, part/line, epoch). Traces without an epoch column: with repeat() an
-    # element legitimately comes back in a later epoch, so only the same step counts as a duplicate.
-    keys = ["worker", "source", "source_id"] + [c for c in ("source_line", "epoch") if c in e.columns]
+    # An element is (source, id, part/line) within one pass (PASS_COLUMNS: phase, dataset, epoch, repetition,
+    # where present). Traces without an epoch column: with repeat() an element legitimately comes back in a
+    # later epoch, so only the same step counts as a duplicate.
+    keys = ["worker", "source", "source_id"] + [c for c in ("source_line", *PASS_COLUMNS) if c in e.columns]
     keys += ["step"] if flags.get("repeat") and "epoch" not in e.columns else []
     keys += ["service_worker"] if copies == "per_worker" else []
     counts = e.groupby(keys)["replica"].agg(["size", "nunique"]).reset_index()
