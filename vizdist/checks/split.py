@@ -128,12 +128,13 @@ def _empty_message(meta: dict[str, Any], step: int, values: dict[int, int], drop
     head = f"At step {step}, {'replica' if len(empty) == 1 else 'replicas'} {_names(empty)} got an empty batch: "
     tail = ("TF still runs the step there on a 0-sized batch, so per-replica means become NaN unless the loss "
             "divides by the global batch.")
-    nested = _nested_batches(meta)
+    per_fn = meta.get("api") in _PER_PIPELINE
+    nested = _nested_batches(meta) if per_fn else []
     if nested:
         cause, fix = _nested_cause(meta, nested, values)
         return f"{head}{cause} {tail} Fix: {fix}"
     p = meta.get("per_replica_batch_size")
-    if meta.get("api") in _PER_PIPELINE and isinstance(p, int) and p > 0:
+    if per_fn and isinstance(p, int) and p > 0:
         return head + _per_pipeline_cause(p, values) + f" {tail} Fix: {drop_hint}, or make the dataset size a " \
             f"multiple of the global batch{f' ({g})' if g else ''}." + _global_mixup(p, len(values))
     return (head + f"this step had only {_plural(sum(values.values()), 'element')} for {len(values)} replicas. "
@@ -180,23 +181,20 @@ def _nested_batches(meta: dict[str, Any]) -> list[str]:
 
 
 def _nested_cause(meta: dict[str, Any], nested: list[str], values: dict[int, int]) -> tuple[str, str]:
-    """Empty replicas of a pipeline that batches twice: few, big per-replica batches (distribute_lib.py,
+    """Empty replicas of a dataset_fn's dataset that batches twice: few, big per-replica batches (distribute_lib.py,
     distribute_datasets_from_function: the dataset_fn's dataset is "already batched by per-replica batch
     size" and each replica "will dequeue one batch of inputs")."""
     sizes = [op.split("(")[1].split(",")[0].rstrip(")") for op in nested]
     full = sum(1 for v in values.values() if v > 0)
-    per_fn = meta.get("api") in _PER_PIPELINE
     g = meta.get("global_batch_size")
     note = (f" ({sizes[0]} is also this run's global batch size: a global batch belongs in a dataset given to "
             "experimental_distribute_dataset, which splits it; dataset_fn batches by the per-replica size)"
-            if str(g) == sizes[0] and per_fn else "")
-    where = "dataset_fn's dataset" if per_fn else "the pipeline"
-    fix = ("batch once in dataset_fn, by input_context.get_per_replica_batch_size(global_batch_size)"
-           if per_fn else "batch once, by the global batch size")
-    return (f"{where} is batched twice ({', then '.join(nested)}), so each of its elements is a batch of up to "
-            f"{sizes[-1]} batches of up to {sizes[0]} elements{note}. Each replica takes one such element per step (one replica "
-            f"got {max(values.values())} elements), and only {full} such element(s) remained for {len(values)} replicas at this "
-            f"step.", f"{fix}, and drop the other batch.")
+            if str(g) == sizes[0] else "")
+    fix = "batch once in dataset_fn, by input_context.get_per_replica_batch_size(global_batch_size)"
+    return (f"dataset_fn's dataset is batched twice ({', then '.join(nested)}), so each of its elements is a batch "
+            f"of up to {sizes[-1]} batches of up to {sizes[0]} elements{note}. Each replica takes one such element "
+            f"per step (one replica got {max(values.values())} elements), and only {full} such element(s) remained "
+            f"for {len(values)} replicas at this step.", f"{fix}, and drop the other batch.")
 
 
 def _batched_by_service(meta: dict[str, Any]) -> dict[str, Any] | None:
