@@ -105,8 +105,12 @@ def _shared_rows(**meta) -> Trace:
 
 def test_dataset_fn_that_shards_after_an_unseeded_shuffle_names_the_shuffle() -> None:
     flags = {"shuffle": True, "shuffle_unseeded": True, "shard": True}
-    row = _finding(_shared_rows(api="distribute_datasets_from_function", pipeline_flags=flags)).iloc[0]
-    assert "without a seed" in row["message"] and "ignores" not in row["message"]
+    ops = ["range(0, 8, 1)", "shuffle(8)", "shard(2, 0)", "batch(2, drop_remainder=False)"]
+    row = _finding(_shared_rows(api="distribute_datasets_from_function", pipeline_flags=flags, pipeline=ops))
+    assert "without a seed" in row.iloc[0]["message"] and "ignores" not in row.iloc[0]["message"]
+    after = [ops[0], ops[2], ops[1], ops[3]]  # shard first: the shuffle cannot make the workers overlap
+    row = _finding(_shared_rows(api="distribute_datasets_from_function", pipeline_flags=flags, pipeline=after))
+    assert "without a seed" not in row.iloc[0]["message"] and row.iloc[0]["severity"] == "info"
     row = _finding(_shared_rows(api="distribute_datasets_from_function", pipeline_flags=dict(flags, shard=False)))
     assert "does not shard datasets made by distribute_datasets_from_function" in row.iloc[0]["message"]
 

@@ -145,8 +145,10 @@ def _unseeded_before_shard(trace: Trace) -> bool:
     if not (meta.get("pipeline_flags") or {}).get("shuffle_unseeded"):
         return False
     policy = _policy(meta)
-    if meta.get("api") == "distribute_datasets_from_function":
-        return bool((meta.get("pipeline_flags") or {}).get("shard"))
+    if meta.get("api") == "distribute_datasets_from_function":  # the shuffle must come before its shard()
+        ops = [str(op) for op in meta.get("pipeline") or []]
+        shuffles = [i for i, op in enumerate(ops) if op.startswith("shuffle(")]
+        return bool(shuffles) and any(op.startswith("shard(") for op in ops[shuffles[0]:])
     return policy == "DATA" or (policy == "AUTO" and not (trace.elements["source_file"] != "").any())
 
 
