@@ -88,7 +88,9 @@ Keys of every kind (:class:`CommonMeta`):
 - ``input_contexts`` (list of dict): the ``InputContext`` of every
   ``dataset_fn`` call.
 - ``pipeline`` (list), ``pipelines`` (list), ``sources`` (list),
-  ``pipeline_flags`` (dict): the pipeline's transformations as vizdist read them.
+  ``pipeline_flags`` (dict): the pipeline's transformations as vizdist read them
+  (``shuffle_unseeded``: present and true when a ``shuffle`` had neither its own nor a
+  global seed, so each process shuffles in its own random order).
 - ``element_spec`` / ``distributed_element_spec`` (str): the specs, as text.
 - ``rebatch`` (str): the op TF cut each global batch with, read from the distributed
   dataset's graph: ``"RebatchDataset"`` (its legacy rebatch, which TF swaps in when it

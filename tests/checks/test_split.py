@@ -83,3 +83,13 @@ def test_severity_filter_and_bad_arguments():
         vizdist.diagnose(t, severity="fatal")
     with pytest.raises(TypeError, match=r"takes a vizdist.Trace"):
         vizdist.diagnose("trace.json")
+
+
+@pytest.mark.parametrize("pass_column", ["phase", "dataset", "repetition"])
+def test_an_element_again_in_another_pass_is_no_duplicate(pass_column):
+    # e.g. a Keras run's validation phase reading the training data again (vizdist.checks.workers.PASS_COLUMNS)
+    rows = [dict(step=s, replica=0, source_id=0, position=0, **{pass_column: s}) for s in range(2)]
+    t = Trace.from_records(elements=rows, meta={"num_replicas": 1, "provenance": "tagged"})
+    assert "duplicate-elements" not in codes(t)
+    assert "duplicate-elements" in codes(Trace.from_records(elements=[dict(r, **{pass_column: 0}) for r in rows],
+                                                             meta={"num_replicas": 1, "provenance": "tagged"}))

@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 
 from vizdist.checks.service import copies_by_design
+from vizdist.checks.workers import PASS_COLUMNS
 from vizdist.diagnose import Finding, check
 from vizdist.trace import Trace
 
@@ -94,26 +95,17 @@ def empty_and_partial(trace: Trace) -> Iterator[Finding]:
         total = sum(values.values())
         empty = sorted(r for r, v in values.items() if v == 0)
         if empty:
-            who = "replica" if len(empty) == 1 else "replicas"
-            yield Finding(
-                "empty-replica", "warning",
-                f"At step {step}, {who} {_names(empty)} got an empty batch: this step had only "
-                f"{_plural(total, 'element')} for {len(values)} replicas. TF still runs the step there on a "
-                f"0-sized batch, so per-replica means become NaN unless the loss divides by the global batch. "
-                f"Fix: {drop_hint}, or make the dataset size a multiple of the global batch"
-                + (f" ({g})." if g else "."),
-                step=int(step), replicas=empty,
-            )
+            yield Finding("empty-replica", "warning", _empty_message(trace.meta, int(step), values, drop_hint, g),
+                          step=int(step), replicas=empty)
         # The global batch spans all replicas of all workers: a trace holding only some of
         # them (one worker's shard) expects its share, a merged trace the whole batch.
         n_all = int(trace.meta.get("num_replicas") or 0) or len(values)
         if g and 0 < total < g * min(len(values), n_all) / n_all:
+            split = f"{', '.join(str(v) for v in values.values())}{_rebatch_rule(trace.meta, n_all)}"
             yield Finding(
                 "partial-batch", "info",
-                f"Step {step} delivered {total} of {g} elements: the dataset ran out in the middle of a global "
-                f"batch, so this last batch is partial and split as "
-                f"{', '.join(str(v) for v in values.values())}{_rebatch_rule(trace.meta, n_all)}. "
-                f"Use {drop_hint} to drop it.",
+                f"Step {step} delivered {total} of {g} elements: "
+                + _partial_cause(trace.meta, step == counts.index.max(), split, drop_hint),
                 step=int(step), replicas=sorted(r for r, v in values.items() if v > 0),
             )
         nonzero = [v for v in values.values() if v > 0]
@@ -127,6 +119,129 @@ def empty_and_partial(trace: Trace) -> Iterator[Finding]:
             )
 
 
+_BATCH_OPS = ("batch", "padded_batch", "ragged_batch", "rebatch")
+
+
+def _empty_message(meta: dict[str, Any], step: int, values: dict[int, int], drop_hint: str, g: int | None) -> str:
+    """Why replicas got an empty batch at ``step`` (replica -> elements), and the fix."""
+    empty = [r for r, v in values.items() if v == 0]
+    head = f"At step {step}, {'replica' if len(empty) == 1 else 'replicas'} {_names(empty)} got an empty batch: "
+    tail = ("TF still runs the step there on a 0-sized batch, so per-replica means become NaN unless the loss "
+            "divides by the global batch.")
+    per_fn = meta.get("api") in _PER_PIPELINE
+    nested = _nested_batches(meta) if per_fn else []
+    if nested:
+        cause, fix = _nested_cause(meta, nested, values)
+        return f"{head}{cause} {tail} Fix: {fix}"
+    p = meta.get("per_replica_batch_size")
+    if per_fn and isinstance(p, int) and p > 0:
+        return head + _per_pipeline_cause(p, values) + f" {tail} Fix: {drop_hint}, or make the dataset size a " \
+            f"multiple of the global batch{f' ({g})' if g else ''}." + _global_mixup(p, len(values))
+    return (head + f"this step had only {_plural(sum(values.values()), 'element')} for {len(values)} replicas. "
+            f"{tail} Fix: {drop_hint}, or make the dataset size a multiple of the global batch"
+            + (f" ({g})." if g else "."))
+
+
+def _per_pipeline_cause(p: int, values: dict[int, int]) -> str:
+    """Empty replicas under distribute_datasets_from_function: its pipeline ran out of whole batches."""
+    full = sum(1 for v in values.values() if v > 0)
+    return (f"each replica takes one whole batch of dataset_fn's dataset per step (up to {p} elements; TF does not "
+            f"split them), and only {full} of its batches remained for {len(values)} replicas at this step "
+            f"({_plural(sum(values.values()), 'element')}).")
+
+
+def _global_mixup(p: int, replicas: int) -> str:
+    """The per-replica vs global batch size mix-up, as a question (the trace cannot know which was meant)."""
+    if replicas < 2 or p % replicas:
+        return ""
+    return (f" If {p} was meant as the global batch size, dataset_fn should batch by "
+            f"input_context.get_per_replica_batch_size({p}) = {p // replicas}.")
+
+
+def _nested_batches(meta: dict[str, Any]) -> list[str]:
+    """The batch ops of a pipeline that batches its batches (a batch after a batch, no unbatch between).
+
+    Example:
+        >>> _nested_batches({"pipeline": ["range(0, 8, 1)", "batch(4, drop_remainder=False)", "batch(2, drop_remainder=False)"]})
+        ['batch(4, drop_remainder=False)', 'batch(2, drop_remainder=False)']
+        >>> _nested_batches({"pipeline": ["range(0, 8, 1)", "batch(4, drop_remainder=False)", "unbatch", "batch(2, drop_remainder=False)"]})
+        []
+    """
+    for ops in [meta.get("pipeline") or [], *(meta.get("pipelines") or [])]:
+        chain: list[str] = []
+        for op in map(str, ops or []):
+            name = op.split("(")[0]
+            if name == "unbatch":
+                chain = []
+            elif name in ("batch", "padded_batch", "ragged_batch"):
+                chain.append(op)
+        if len(chain) > 1:
+            return chain
+    return []
+
+
+def _nested_cause(meta: dict[str, Any], nested: list[str], values: dict[int, int]) -> tuple[str, str]:
+    """Empty replicas of a dataset_fn's dataset that batches twice: few, big per-replica batches (distribute_lib.py,
+    distribute_datasets_from_function: the dataset_fn's dataset is "already batched by per-replica batch
+    size" and each replica "will dequeue one batch of inputs")."""
+    sizes = [op.split("(")[1].split(",")[0].rstrip(")") for op in nested]
+    full = sum(1 for v in values.values() if v > 0)
+    g = meta.get("global_batch_size")
+    note = (f" ({sizes[0]} is also this run's global batch size: a global batch belongs in a dataset given to "
+            "experimental_distribute_dataset, which splits it; dataset_fn batches by the per-replica size)"
+            if str(g) == sizes[0] else "")
+    fix = "batch once in dataset_fn, by input_context.get_per_replica_batch_size(global_batch_size)"
+    return (f"dataset_fn's dataset is batched twice ({', then '.join(nested)}), so each of its elements is a batch "
+            f"of up to {sizes[-1]} batches of up to {sizes[0]} elements{note}. Each replica takes one such element "
+            f"per step (one replica got {max(values.values())} elements), and only {full} such element(s) remained "
+            f"for {len(values)} replicas at this step.", f"{fix}, and drop the other batch.")
+
+
+def _batched_by_service(meta: dict[str, Any]) -> dict[str, Any] | None:
+    """The tf.data service read whose served dataset was batched (the batch ran on the service workers)."""
+    services = meta.get("services") or []
+    if not services or not _batched_before(meta, "tf.data service ("):
+        return None
+    # parallel_epochs (OFF) and distributed_epoch (DYNAMIC) only: a static DATA policy shards after the batch.
+    return services[-1] if services[-1].get("sharding_policy") in ("OFF", "DYNAMIC") else None
+
+
+def _batched_before(meta: dict[str, Any], prefix: str) -> bool:
+    """Whether the pipeline batches before an op whose label starts with ``prefix``."""
+    ops = [str(op) for op in meta.get("pipeline") or []]
+    at = [i for i, op in enumerate(ops) if op.startswith(prefix)]
+    return bool(at) and any(op.split("(")[0] in _BATCH_OPS for op in ops[: at[-1]])
+
+
+def _partial_cause(meta: dict[str, Any], last: bool, split: str, drop_hint: str) -> str:
+    """Why a step's global batch was short, and the fix (TF's distribute docstring, data_service_ops.py:
+    distributed_epoch sends splits to the workers, "which will perform the rest of the dataset
+    transformations"; parallel_epochs: "the entire input dataset will be processed independently by each
+    of the tf.data service workers")."""
+    read = _batched_by_service(meta)
+    if read is not None:
+        n = read.get("num_workers")
+        return (
+            f"the dataset sent to the tf.data service ({read.get('processing_mode') or read.get('sharding_policy')}) "
+            "is batched there, so each service worker batches only the elements it produces (its own pass over the "
+            "whole dataset under parallel_epochs, the splits the dispatcher sent it under distributed_epoch) and "
+            "its stream can end with its own short batch, which can reach the consumer before other workers' full "
+            "batches"
+            + (f" (up to {n} such batches per pass with {n} service workers)" if isinstance(n, int) else "")
+            + f". This one was split as {split}. Fix: batch(..., drop_remainder=True) inside the dataset sent to "
+            "the service, or batch after reading from the service (then only the consumer's last batch can be short)."
+        )
+    if last:
+        return (f"the dataset ran out in the middle of a global batch, so this last batch is partial and split as "
+                f"{split}. Use {drop_hint} to drop it.")
+    if _batched_before(meta, "repeat("):
+        return (f"the pipeline batches before repeat(), so each repetition ends with its own short batch (split as "
+                f"{split}). Use {drop_hint} to drop them, or repeat() before batch() to batch across repetitions.")
+    return (f"a batch in the middle of the run was short (split as {split}); the trace does not show why. "
+            "Candidates: batched datasets joined one after another (concatenate, flat_map, interleave) or drawn "
+            f"from in turn (sample_from_datasets, choose_from_datasets). Use {drop_hint} to drop such batches.")
+
+
 @check
 def duplicate_elements(trace: Trace) -> Iterator[Finding]:
     e = trace.elements
@@ -136,9 +251,10 @@ def duplicate_elements(trace: Trace) -> Iterator[Finding]:
     copies = copies_by_design(trace)  # tf.data service parallel_epochs: one copy per service worker
     if copies == "unknown":
         return  # service-copies explains them; which copy came from which worker is unknown
-    # An element is (source, id, part/line, epoch). Traces without an epoch column: with repeat() an
-    # element legitimately comes back in a later epoch, so only the same step counts as a duplicate.
-    keys = ["worker", "source", "source_id"] + [c for c in ("source_line", "epoch") if c in e.columns]
+    # An element is (source, id, part/line) within one pass (PASS_COLUMNS: phase, dataset, epoch, repetition,
+    # where present). Traces without an epoch column: with repeat() an element legitimately comes back in a
+    # later epoch, so only the same step counts as a duplicate.
+    keys = ["worker", "source", "source_id"] + [c for c in ("source_line", *PASS_COLUMNS) if c in e.columns]
     keys += ["step"] if flags.get("repeat") and "epoch" not in e.columns else []
     keys += ["service_worker"] if copies == "per_worker" else []
     counts = e.groupby(keys)["replica"].agg(["size", "nunique"]).reset_index()

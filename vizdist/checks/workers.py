@@ -1,4 +1,5 @@
-"""Checks about several workers: duplicated reads, starved workers, FILE sharding that became DATA or failed.
+"""Checks about several workers: elements read by two workers in one pass, starved workers, FILE sharding
+that became DATA or failed.
 
 Example:
     >>> from vizdist import Trace
@@ -63,59 +64,137 @@ def _label(e: pd.DataFrame, key: str) -> str:
     return str(int(row["source_id"]))
 
 
+#: Columns of trace.elements that tell passes over the data apart, in this order, where present:
+#: ``phase`` (train/validation/evaluate/predict/loop), ``dataset`` (which dataset of the run), ``epoch``
+#: (which repetition under repeat(), or a Keras run's epoch) and ``repetition``. The same element read
+#: by two workers in different passes is the data seen again, not a sharding mistake.
+PASS_COLUMNS = ("phase", "dataset", "epoch", "repetition")
+
+
+def _shared_per_pass(e: pd.DataFrame) -> tuple[pd.Series, int, str]:
+    """(element key -> workers) for elements more than one worker read within one pass, how many
+    (pass, element) pairs were read in all, and words naming the passes ("" when there is one)."""
+    passes = [c for c in PASS_COLUMNS if c in e.columns]
+    df = pd.DataFrame({"k": _keys(e), "w": e["worker"], **{c: e[c] for c in passes}}).drop_duplicates()
+    per = df.groupby([*passes, "k"])["w"].agg(sorted)
+    shared = per[per.map(len) > 1]
+    several = [c for c in passes if df[c].nunique() > 1]
+    words = (f" within the same pass over the data (each element counted once per pass, a pass being one value "
+             f"of {', '.join(several)})") if several else ""
+    return (shared.droplevel(passes) if passes else shared), len(per), words
+
+
+def _passes_ambiguous(trace: Trace) -> bool:
+    """repeat() whose repetitions the trace could not number: a shared id may be the data seen again."""
+    flags = trace.meta.get("pipeline_flags") or {}
+    return bool(flags.get("repeat")) and trace.meta.get("provenance", "tagged") != "tagged"
+
+
 @check
 def worker_duplicates(trace: Trace) -> Iterator[Finding]:
-    """Source elements that more than one worker read."""
+    """Source elements that more than one worker read within one pass over the data (see PASS_COLUMNS).
+
+    Causes it names, as TensorFlow 2.21 behaves (tests/checks/test_worker_passes.py runs them):
+    an unseeded shuffle before the data is split by element (tensorflow/core/grappler/optimizers/data/
+    auto_shard.cc, ShardByData: DATA sharding appends shard(num_workers, index) and changes nothing
+    upstream; tensorflow/python/data/ops/options.py, AutoShardPolicy: DATA "needs to produce elements in
+    a deterministic order"; tensorflow/python/framework/random_seed.py, get_seed: no op and no global seed
+    gives seeds the C++ ops read as nondeterministic), OFF/HINT policies, a dataset_fn that ignores its
+    InputContext, and parameter servers (each worker iterates the coordinator's one pipeline).
+    """
     if _is_service(trace):
         return
     e = trace.elements
     if e.empty or e["worker"].nunique() < 2:
         return
-    keys = _keys(e)
-    per_key = pd.DataFrame({"k": keys, "w": e["worker"]}).drop_duplicates().groupby("k")["w"].agg(sorted)
-    shared = per_key[per_key.map(len) > 1]
+    shared, total, passes = _shared_per_pass(e)
     if shared.empty:
         return
     workers = sorted({int(w) for ws in shared for w in ws})
-    policy = _policy(trace.meta)
-    examples = ", ".join(_label(e, k) for k in list(shared.index)[:5])
-    what = f"{len(shared)} of {len(per_key)} source elements were read by more than one worker (workers {workers}; e.g. {examples})."
-    if _is_ps(trace.meta):
-        cause = ("Under ParameterServerStrategy TensorFlow calls dataset_fn once, on the coordinator, with "
-                 "InputContext(num_input_pipelines=1, input_pipeline_id=0), and every worker iterates its "
-                 "own full copy of that pipeline, so every worker reads everything (sharding by the "
-                 "InputContext does nothing here).")
-        fix = ("If each example should be seen once per epoch, use tf.data service with "
-               "processing_mode='distributed_epoch'; otherwise shuffle (and repeat) so the workers at "
-               "least see different orders, as TensorFlow's parameter-server tutorial does.")
+    examples = ", ".join(_label(e, k) for k in list(dict.fromkeys(shared.index))[:5])
+    what = (f"{len(shared)} of {total} source elements were read by more than one worker{passes} "
+            f"(workers {workers}; e.g. {examples}).")
+    severity, cause, fix = _duplicates_cause(trace)
+    if _passes_ambiguous(trace):
         severity = "info"
-    elif policy in ("OFF", "HINT"):
-        cause = (f"The auto-shard policy is {policy}: " + (
-            "TensorFlow does not shard the input, so every worker reads the whole dataset."
-            if policy == "OFF" else
-            "HINT only shards where the pipeline calls shard(tf.data.experimental.SHARD_HINT, ...); this "
-            "pipeline has no such call, so every worker reads the whole dataset."))
-        fix = ("Use AutoShardPolicy.FILE (enough files) or DATA, or place "
-               "ds.shard(tf.data.experimental.SHARD_HINT, tf.data.experimental.SHARD_HINT) in the pipeline "
-               "for HINT.")
-        severity = "warning"
-    elif trace.meta.get("api") == "distribute_datasets_from_function":
-        cause = ("TensorFlow does not shard datasets made by distribute_datasets_from_function: it calls your "
-                 "dataset_fn once per worker with an InputContext, and this dataset_fn built the same "
-                 "pipeline on every worker.")
-        fix = ("In dataset_fn call ds.shard(input_context.num_input_pipelines, "
-               "input_context.input_pipeline_id) before batching (or read a different set of files per "
-               "input_pipeline_id).")
-        severity = "warning"
-    else:
-        cause = ("The workers' pipelines were not split between them: typically a dataset_fn that ignores "
-                 "its InputContext (distribute_datasets_from_function), or a pipeline that TensorFlow "
-                 "could not auto-shard.")
-        fix = ("In dataset_fn call ds.shard(input_context.num_input_pipelines, "
-               "input_context.input_pipeline_id) before batching, or set an auto-shard policy "
-               "(FILE/DATA) with experimental_distribute_dataset.")
-        severity = "warning"
+        cause = ("The trace cannot number the repetitions of repeat() here (see trace.meta['provenance_note']), "
+                 "so some of these may be one worker's element read again in a later repetition. " + cause)
     yield Finding("worker-duplicates", severity, f"{what} {cause} Fix: {fix}", workers=workers)
+
+
+def _duplicates_cause(trace: Trace) -> tuple[str, str, str]:
+    """(severity, cause, fix) of elements shared between workers, from what the trace knows."""
+    meta, policy = trace.meta, _policy(trace.meta)
+    if _is_ps(meta):
+        return "info", _PS_CAUSE, _PS_FIX
+    if policy in ("OFF", "HINT"):
+        return "warning", _off_or_hint(policy), _OFF_FIX
+    if _unseeded_before_shard(trace):
+        return "warning", _UNSEEDED_CAUSE, _UNSEEDED_FIX
+    flags = meta.get("pipeline_flags") or {}
+    if meta.get("api") == "distribute_datasets_from_function" and not flags.get("shard"):
+        return "warning", _IGNORES_CONTEXT, _CONTEXT_FIX
+    return "info", _CANDIDATES, _CANDIDATES_FIX
+
+
+def _unseeded_before_shard(trace: Trace) -> bool:
+    """An unseeded shuffle upstream of where the data was split by element: DATA sharding (TF's
+    ShardByData appends shard(num_workers, index) at the end of the pipeline and leaves the shuffle as it
+    is), AUTO over a source TF cannot split by file (it then falls back to DATA), or a dataset_fn's shard()."""
+    meta = trace.meta
+    if not (meta.get("pipeline_flags") or {}).get("shuffle_unseeded"):
+        return False
+    policy = _policy(meta)
+    if meta.get("api") == "distribute_datasets_from_function":  # the shuffle must come before its shard()
+        ops = [str(op) for op in meta.get("pipeline") or []]
+        shuffles = [i for i, op in enumerate(ops) if op.startswith("shuffle(")]
+        return bool(shuffles) and any(op.startswith("shard(") for op in ops[shuffles[0]:])
+    return policy == "DATA" or (policy == "AUTO" and not (trace.elements["source_file"] != "").any())
+
+
+def _off_or_hint(policy: str) -> str:
+    return f"The auto-shard policy is {policy}: " + (
+        "TensorFlow does not shard the input, so every worker reads the whole dataset."
+        if policy == "OFF" else
+        "HINT only shards where the pipeline calls shard(tf.data.experimental.SHARD_HINT, ...); this "
+        "pipeline has no such call, so every worker reads the whole dataset.")
+
+
+_PS_CAUSE = ("Under ParameterServerStrategy TensorFlow calls dataset_fn once, on the coordinator, with "
+             "InputContext(num_input_pipelines=1, input_pipeline_id=0), and every worker iterates its "
+             "own full copy of that pipeline, so every worker reads everything (sharding by the "
+             "InputContext does nothing here).")
+_PS_FIX = ("If each example should be seen once per epoch, use tf.data service with "
+           "processing_mode='distributed_epoch'; otherwise shuffle (and repeat) so the workers at "
+           "least see different orders, as TensorFlow's parameter-server tutorial does.")
+_OFF_FIX = ("Use AutoShardPolicy.FILE (enough files) or DATA, or place "
+            "ds.shard(tf.data.experimental.SHARD_HINT, tf.data.experimental.SHARD_HINT) in the pipeline "
+            "for HINT.")
+_UNSEEDED_CAUSE = (
+    "Sharding worked, but each worker split a different order: the pipeline shuffles without a seed before "
+    "the data is split by element, and an unseeded shuffle draws its own random seed in every worker "
+    "process. TensorFlow's DATA sharding keeps every num_workers-th output (batch) of each worker's own stream "
+    "(it adds shard(num_workers, worker_index) at the end of the pipeline), which splits the data only when every "
+    "worker produces the elements in the same order (AutoShardPolicy.DATA's documentation), so some "
+    "elements reach two workers and others none.")
+_UNSEEDED_FIX = ("Give the shuffle the same seed on every worker (ds.shuffle(buffer, seed=42), or "
+                 "tf.random.set_seed(...) in every worker before building the dataset): every worker then "
+                 "reshuffles each epoch into the same order. Or split the data before the shuffle: FILE "
+                 "sharding, or ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id) "
+                 "before shuffle in a dataset_fn.")
+_IGNORES_CONTEXT = ("TensorFlow does not shard datasets made by distribute_datasets_from_function: it calls your "
+                    "dataset_fn once per worker with an InputContext, and this dataset_fn built the same "
+                    "pipeline on every worker.")
+_CONTEXT_FIX = ("In dataset_fn call ds.shard(input_context.num_input_pipelines, "
+                "input_context.input_pipeline_id) before batching (or read a different set of files per "
+                "input_pipeline_id).")
+_CANDIDATES = ("The trace does not tell why. Candidates: a dataset_fn that ignores its InputContext; a "
+               "pipeline whose order differs between workers before it is split by element (an unseeded "
+               "shuffle, or a transformation with deterministic=False); an auto-shard policy of OFF or "
+               "HINT set where the trace does not show it.")
+_CANDIDATES_FIX = ("In dataset_fn call ds.shard(input_context.num_input_pipelines, "
+                   "input_context.input_pipeline_id) before batching; seed every shuffle alike on all "
+                   "workers; or set an auto-shard policy (FILE/DATA) with experimental_distribute_dataset.")
 
 
 @check

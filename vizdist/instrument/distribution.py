@@ -648,7 +648,8 @@ def input_meta(inp: _Input, dist: Any) -> dict[str, Any]:
         sources=info.get("sources", []),
         **({"services": info["services"]} if info.get("services") else {}),
         pipeline_flags={k: info.get(k) for k in (
-            "drop_remainder", "filter", "repeat", "take", "skip", "shard", "shuffle", "unbatch", "opaque")})
+            "drop_remainder", "filter", "repeat", "take", "skip", "shard", "shuffle", "unbatch", "opaque")}
+        | ({"shuffle_unseeded": True} if info.get("shuffle_unseeded") else {}))
     try:
         spec = dist.element_spec
         meta["distributed_element_spec"] = str(untag(spec)[1] if inp.tagged and not inp.ids_in_values else spec)

@@ -609,6 +609,10 @@ class _Builder:
         t = self.build(ds._input_dataset)
         self.ops.append(f"shuffle({_const(ds._buffer_size)})")
         self.flags["shuffle"] = True
+        # Seeds (0, 0) make TF's shuffle draw a random seed at run time (tensorflow/python/framework/
+        # random_seed.py, get_seed: "the C++ ops interpret it as nondeterminism"): each process its own order.
+        if _const(ds._seed) == 0 and _const(ds._seed2) == 0:
+            self.flags["shuffle_unseeded"] = True
         with _fixed_seeds(ds._seed, ds._seed2):
             return shuffle_op._ShuffleDataset(
                 t, ds._buffer_size, seed=None, reshuffle_each_iteration=ds._reshuffle_each_iteration)
