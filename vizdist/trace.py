@@ -469,6 +469,17 @@ class Trace:
                 table[int(r)][int(s)].append(int(i))
         df = pd.DataFrame(table, index=pd.Index(steps, name="step"), columns=reps)
         df.columns.name = "replica"
+        return self._pass_index(df)
+
+    def _pass_index(self, df: pd.DataFrame) -> pd.DataFrame:
+        """A ``vizdist.record()`` trace: index the steps by ``step, phase, epoch, epoch_step`` too."""
+        cols = ["step", "phase", "epoch", "epoch_step"]
+        if not set(cols) <= set(self.batches.columns):
+            return df
+        where = self.batches[cols].drop_duplicates("step").set_index("step")
+        idx = [(s, str(where.at[s, "phase"]), int(where.at[s, "epoch"]), int(where.at[s, "epoch_step"]))
+               if s in where.index else (s, "", -1, -1) for s in df.index]
+        df.index = pd.MultiIndex.from_tuples(idx, names=cols)
         return df
 
     # -- persistence ------------------------------------------------------
