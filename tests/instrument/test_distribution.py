@@ -230,6 +230,7 @@ def test_text_files_carry_file_and_line(tf, mirrored, tmp_path):
     assert list(zip(e.source_file, e.source_line, strict=True)) == written
 
 
+@pytest.mark.filterwarnings("ignore:vizdist.watch is deprecated:DeprecationWarning")
 def test_watch_records_an_existing_loop_without_changing_it(tf, mirrored):
     plain = _plain_steps(tf, mirrored, tf.data.Dataset.range(6).batch(4))
     dist = mirrored.experimental_distribute_dataset(tf.data.Dataset.range(6).batch(4))

@@ -499,6 +499,7 @@ def test_own_distributed_epoch_over_enumerated_source_is_labelled(tf, plain, mir
     assert (vizdist.diagnose(t)["severity"] != "error").all()
 
 
+@pytest.mark.filterwarnings("ignore:vizdist.watch is deprecated:DeprecationWarning")
 def test_watch_over_own_service_pipeline_explains_the_copies(tf, open_service, mirrored):
     svc = tf.data.experimental.service
     ds = tf.data.Dataset.range(8).apply(svc.distribute("parallel_epochs", open_service.target)).batch(4)

@@ -266,6 +266,7 @@ def test_unique_over_repeated_values_is_labelled_positional(tf, strategies):
     assert set(findings[findings.severity == "error"].code) == set()
 
 
+@pytest.mark.filterwarnings("ignore:vizdist.watch is deprecated:DeprecationWarning")
 def test_equal_values_matched_by_content_raise_no_error(tf, strategies):
     strategy = strategies[2]
 

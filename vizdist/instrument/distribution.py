@@ -1000,7 +1000,11 @@ class Watch:
 
 
 def watch(dist_dataset: Any, *, strategy: tf.distribute.Strategy | None = None) -> Watch:
-    """Record an existing training loop without restructuring it.
+    """Record an existing training loop without restructuring it (deprecated: use :func:`vizdist.record`).
+
+    ``watch`` labels elements by their content (fingerprints numbered in order of first delivery), has
+    no ``get_next`` and cannot be read inside a ``tf.function``; ``with vizdist.record() as rec:``
+    around the code that distributes and reads the dataset records exact ids, eagerly or in a graph.
 
     Example:
         >>> dist = strategy.experimental_distribute_dataset(ds)     # doctest: +SKIP
@@ -1009,6 +1013,9 @@ def watch(dist_dataset: Any, *, strategy: tf.distribute.Strategy | None = None) 
         ...     strategy.run(train_step, args=(batch,))
         >>> vizdist.diagnose(w.trace)                               # doctest: +SKIP
     """
+    warnings.warn(
+        "vizdist.watch is deprecated: put `with vizdist.record() as rec:` around the code that distributes and "
+        "reads the dataset (exact ids, any loop, Keras fit), then use rec.trace.", DeprecationWarning, stacklevel=2)
     if isinstance(dist_dataset, tf.data.Dataset) and strategy is not None and strategy.num_replicas_in_sync > 1:
         raise TypeError(
             "watch() takes the *distributed* dataset you iterate "
