@@ -38,13 +38,12 @@ import re
 import shutil
 import sys
 import time
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vizdist.errors import TracingError
+from vizdist.errors import IsolationError, TracingError
 from vizdist.instrument.shards import (  # noqa: F401  (moved; re-exported for old imports)
     TASK_TYPES,
     _checked_task,
@@ -158,28 +157,43 @@ class WorkerContext:
 
 
 # -- the launcher --------------------------------------------------------------
-ISOLATION_HINT = (
-    "Anyone who can reach this machine can connect to them while the run lasts. To stop that, allow "
-    "unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 or user.max_user_namespaces "
-    "> 0) so vizdist can run them in a private network namespace; pass isolate=False to accept the "
-    "exposure on purpose (and silence this warning)."
+EXPOSURE = (
+    "TensorFlow's servers listen on every network interface ([::]:port) and run the work any client sends "
+    "them, so unisolated, anyone who can reach this machine can run code in them while they run."
 )
+ENABLE_USERNS = (
+    "To run them isolated, allow unprivileged user namespaces (sysctl user.max_user_namespaces=15000; on "
+    "Debian/Ubuntu also kernel.unprivileged_userns_clone=1 and kernel.apparmor_restrict_unprivileged_userns=0)."
+)
+CLUSTER_OPT_OUT = ("LocalCluster(isolate=False) (compare_shard_policies / what_if_cluster: isolate=False, "
+                   "which they pass on)")
 
 
 class IsolationWarning(UserWarning):
-    """vizdist could not put its servers in a private network namespace; they are reachable."""
+    """Servers run unisolated because you opted out (``in_process=True``): they are reachable."""
 
 
-def start_namespace(owner: str, isolate: bool) -> Namespace | None:
-    """A private network namespace for ``owner``'s servers, or ``None`` (with a warning if wanted)."""
+def start_namespace(owner: str, isolate: bool, *, opt_out: str = CLUSTER_OPT_OUT) -> Namespace | None:
+    """A private network namespace for ``owner``'s servers; ``None`` only when ``isolate`` is false.
+
+    Raises:
+        IsolationError: this machine cannot make one (the message names the cause and ``opt_out``).
+    """
     if not isolate:
         return None
     ns, why = Namespace.start()
     if ns is None:
-        warnings.warn(
-            f"{owner}: could not create a private network namespace ({why}), so its TensorFlow servers "
-            f"listen on every network interface ([::]:port). {ISOLATION_HINT}", IsolationWarning, stacklevel=3)
+        raise IsolationError(
+            f"{owner}: could not create a private network namespace for its TensorFlow servers ({why}), so "
+            f"vizdist starts none. {EXPOSURE} {ENABLE_USERNS} To run them exposed on purpose, pass {opt_out}.")
     return ns
+
+
+def probe_namespace(owner: str, *, opt_out: str = CLUSTER_OPT_OUT) -> None:
+    """Make and close a private network namespace: :class:`IsolationError` where none can be made."""
+    ns = start_namespace(owner, True, opt_out=opt_out)
+    if ns is not None:
+        ns.close()
 
 
 @dataclass
@@ -220,8 +234,9 @@ class LocalCluster:
     option to bind one address). By default (``isolate=True``, Linux) every
     process of a run lives in a private network namespace that has only its
     own loopback, so nothing else can connect to them; results come back
-    through files in the run's folder. Where the OS cannot make one, the run
-    goes ahead unisolated with an :class:`IsolationWarning`.
+    through files in the run's folder. Where the OS cannot make one (no
+    unprivileged user namespaces), the constructor raises
+    :class:`vizdist.IsolationError`, naming the cause, and nothing starts.
 
     Args:
         workers: number of worker tasks (at least 1; at most ``max_workers``).
@@ -238,8 +253,11 @@ class LocalCluster:
         env: extra environment variables for the processes (for example
             ``{"TF_CPP_VMODULE": "auto_shard=2"}``).
         progress: show ``tqdm`` progress bars.
-        isolate: run the processes in a private network namespace (default);
-            ``False`` lets other machines reach them (to join them by hand).
+        isolate: run the processes in a private network namespace (default;
+            refused with :class:`vizdist.IsolationError` where the OS cannot
+            make one). ``False`` runs them exposed: anyone who can reach this
+            machine can connect to the servers and run code in them while the
+            run lasts. Use it only on a trusted network, or to join them by hand.
         max_workers: refuse more processes than this (default: 4 per core,
             at least 8); raise it to start a bigger cluster on purpose.
 
@@ -284,6 +302,8 @@ class LocalCluster:
         self._dirs: list[Path] = []
         self.job_dir: Path | None = None
         self.logs: dict[str, str] = {}
+        if self.isolate:  # refuse now, where nothing has started yet, rather than at the first run
+            probe_namespace("LocalCluster")
 
     # -- set-up -----------------------------------------------------------
     def _check_ports(

@@ -253,6 +253,7 @@ def compare_shard_policies(
     timeout: float = 180.0,
     collective_timeout: float = 15.0,
     progress: bool = True,
+    isolate: bool = True,
 ) -> ShardComparison:
     """Run one file pipeline under several auto-shard policies on real workers.
 
@@ -284,6 +285,10 @@ def compare_shard_policies(
         timeout: wall-clock limit for each cluster run.
         collective_timeout: seconds a worker waits in a collective for a peer.
         progress: show progress bars.
+        isolate: passed to :class:`~vizdist.instrument.cluster.LocalCluster`: run the workers in a
+            private network namespace (default; :class:`vizdist.IsolationError` where the OS cannot
+            make one). ``False`` runs them exposed: anyone who can reach this machine can connect to
+            their servers and run code in them while they run.
 
     Returns:
         A :class:`ShardComparison`; ``.summary()`` is the table, and it
@@ -302,7 +307,7 @@ def compare_shard_policies(
     kwargs = dict(files=files, global_batch_size=global_batch_size, dataset_fn=dataset_fn, tag=tag,
                   max_steps=max_steps, content=content_map(files))
     cluster_kw = dict(workers=workers, timeout=timeout, collective_timeout=collective_timeout, env=env,
-                      progress=progress)
+                      progress=progress, isolate=isolate)
     traces: dict[str, Trace] = {}
     errors: dict[str, dict[str, str]] = {}
     logs: dict[str, list[str]] = {}

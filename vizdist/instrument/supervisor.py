@@ -63,6 +63,7 @@ __all__ = [
     "port_in_use",
     "process_limit",
     "report",
+    "userns_switches",
     "vizdist_root",
 ]
 
@@ -277,7 +278,8 @@ class Namespace:
             return cls(popen), ""
         _stop_popen(popen)
         rest = popen.stdout.read() if popen.stdout else ""  # type: ignore[union-attr]
-        return None, (line + rest).strip()[-400:] or f"the namespace holder exited with {popen.returncode}"
+        why = (line + rest).strip()[-400:] or f"the namespace holder exited with {popen.returncode}"
+        return None, "; ".join([why, *userns_switches()])
 
     def close(self) -> None:
         """Stop the holder (the namespace goes away with its last process)."""
@@ -289,6 +291,26 @@ class Namespace:
 
     def __repr__(self) -> str:
         return f"Namespace(holder pid {self.pid})"
+
+
+# sysctl files that turn unprivileged user namespaces off, and the value that does it
+_USERNS_OFF = (("user/max_user_namespaces", "0"), ("kernel/unprivileged_userns_clone", "0"),
+               ("kernel/apparmor_restrict_unprivileged_userns", "1"))
+
+
+def userns_switches(root: str = "/proc/sys") -> list[str]:
+    """Which of this machine's sysctl settings turn user namespaces off (``[]`` when none does).
+
+    Example:
+        >>> all(s.endswith("(turns user namespaces off)") for s in userns_switches())
+        True
+    """
+    off = []
+    for name, value in _USERNS_OFF:
+        with contextlib.suppress(OSError):
+            if Path(root, name).read_text(encoding="ascii").strip() == value:
+                off.append(f"{name.replace('/', '.')} = {value} (turns user namespaces off)")
+    return off
 
 
 def _read_line(popen: subprocess.Popen[str], timeout: float) -> str:
