@@ -48,14 +48,14 @@ import gzip
 import json
 import math
 import os
-import tempfile
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import pandas as pd
 
+from vizdist._files import NotRegularFile, open_regular, write_file
 from vizdist.contract import KINDS, validate_meta
 from vizdist.errors import TraceFormatError
 
@@ -265,38 +265,6 @@ def _damaged(source: str) -> Iterator[None]:
             f"{source} is a damaged vizdist trace ({type(exc).__name__}: {_clip(str(exc))}). "
             "Re-record it, or load another copy."
         ) from None
-
-
-def _write_atomic(path: Path, write: Callable[[BinaryIO], Any]) -> None:
-    """Write ``path`` all at once: a fresh, unpredictably named temp file beside it, then a rename.
-
-    The temp file is created exclusively (an existing file or symbolic link
-    there is never followed) and renamed over ``path`` (which replaces a link
-    at ``path`` rather than writing through it). Readers see the old file or
-    the new one, never half of one.
-    """
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            if hasattr(os, "fchmod"):
-                os.fchmod(fh.fileno(), 0o666 & ~_umask())  # as open() would create it
-            write(fh)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _umask() -> int:
-    """The process umask, read without changing it where the OS allows (Linux)."""
-    with contextlib.suppress(OSError, ValueError), open("/proc/self/status", encoding="ascii") as fh:
-        for line in fh:
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    mask = os.umask(0o022)  # elsewhere: set and restore (briefly process-wide)
-    os.umask(mask)
-    return mask
 
 
 def _merged_kind(traces: Sequence[Trace]) -> str:
@@ -530,7 +498,7 @@ class Trace:
         data = json.dumps(self.to_dict(), separators=(",", ":"), allow_nan=False).encode("utf-8")
         if name.endswith(".gz"):
             data = gzip.compress(data)
-        _write_atomic(p, lambda fh: fh.write(data))
+        write_file(p, lambda fh: fh.write(data))
         return p
 
     def _save_parquet(self, p: Path) -> Path:
@@ -544,9 +512,9 @@ class Trace:
             for col in df.columns:
                 _check_storable(df[col])  # same column rules as JSON
             table = pa.Table.from_pandas(df, preserve_index=False)
-            _write_atomic(p / f"{name}.parquet", lambda fh, table=table: pq.write_table(table, fh))
+            write_file(p / f"{name}.parquet", lambda fh, table=table: pq.write_table(table, fh))
         head = {"format": FORMAT, "version": VERSION, "meta": self.meta, "storage": "parquet"}
-        _write_atomic(p / "meta.json", lambda fh: fh.write(json.dumps(head).encode("utf-8")))
+        write_file(p / "meta.json", lambda fh: fh.write(json.dumps(head).encode("utf-8")))
         return p
 
     # -- comparison and display --------------------------------------------
@@ -584,13 +552,16 @@ def _plain_text(df: pd.DataFrame) -> pd.DataFrame:
     return df.astype(cats) if cats else df
 
 
-def _read_json(p: Path) -> Any:
+def _read_json(p: Path, *, follow: bool = True) -> Any:
+    """The JSON document in ``p`` (gunzipped for ``.gz``); ``follow=False`` refuses a link at ``p``."""
     try:
-        if p.name.lower().endswith(".gz"):
-            with gzip.open(p, "rt", encoding="utf-8") as fh:
-                return json.load(fh)
-        with open(p, encoding="utf-8") as fh:
-            return json.load(fh)
+        with open_regular(p, follow=follow) as raw:
+            if p.name.lower().endswith(".gz"):
+                with gzip.open(raw, "rt", encoding="utf-8") as fh:
+                    return json.load(fh)
+            return json.loads(raw.read().decode("utf-8"))
+    except NotRegularFile as exc:
+        raise TraceFormatError(f"{exc}: a trace is a regular file") from None
     except (ValueError, EOFError, OSError, RecursionError, MemoryError) as exc:
         # ValueError covers bad JSON, bad UTF-8 and integers too long to convert;
         # RecursionError deeply nested brackets; OSError bad gzip and unreadable files.
@@ -619,11 +590,12 @@ def _load_parquet(p: Path) -> Trace:
         why = "missing" if not (f.exists() or f.is_symlink()) else _regular(f)
         if why:
             raise TraceFormatError(f"{source} is a damaged vizdist trace: {f.name} is {why}.")
-    meta = _head_meta(_read_json(files[0]), source)
+    meta = _head_meta(_read_json(files[0], follow=False), source)
     tables = {}
     for name, f in zip(TABLES, files[1:], strict=True):
         try:
-            tables[name] = pq.read_table(f).to_pandas()
+            with open_regular(f, follow=False) as fh:
+                tables[name] = pq.read_table(fh).to_pandas()
         except Exception as exc:  # pyarrow raises many types
             raise TraceFormatError(f"{str(f)!r} is not readable Parquet ({_clip(str(exc))}).") from None
     with _damaged(source):
@@ -642,6 +614,13 @@ def _folder_entry(c: Path) -> tuple[bool, str]:
     return False, ""
 
 
+def _load_entry(c: Path) -> Trace:
+    """One shard of a folder, opened without following links (the entry may have changed since listed)."""
+    if c.name.lower().endswith(".parquet"):
+        return _load_parquet(c)
+    return Trace.from_dict(_read_json(c, follow=False), source=repr(str(c)))
+
+
 def _load_folder(p: Path, errors: str) -> Trace:
     """Merge the trace files of a folder (regular files only; see :func:`load_trace`)."""
     shards, skipped = [], []
@@ -651,7 +630,7 @@ def _load_folder(p: Path, errors: str) -> Trace:
             continue
         if not why:
             try:
-                shards.append(load_trace(c))
+                shards.append(_load_entry(c))
                 continue
             except TraceFormatError as exc:
                 if errors == "raise":

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vizdist._files import write_file
 from vizdist.errors import IsolationError, TracingError
 from vizdist.instrument.shards import (  # noqa: F401  (moved; re-exported for old imports)
     TASK_TYPES,
@@ -128,7 +129,7 @@ class WorkerContext:
                                "this WorkerContext has no job folder.")
         job = Path(self.job_dir)
         answer = job / f"stopped-{task}.json"
-        (job / f"stop-{task}.request").write_text(task, encoding="utf-8")
+        write_file(job / f"stop-{task}.request", task)
         end = time.monotonic() + timeout
         while not answer.exists():
             if time.monotonic() > end:
@@ -369,7 +370,7 @@ class LocalCluster:
             "timeout": self.timeout, "collective_timeout": self.collective_timeout, "cluster": cluster,
             "deadline": time.time() + self.timeout,
         }
-        (run.job / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
+        write_file(run.job / "spec.json", json.dumps(spec))
         # The callable is shipped by reference where it can be: the workers import what this process can.
         paths = [p for p in sys.path if p and os.path.isdir(p)]
         for kind in ("chief", "worker", "ps"):
@@ -414,9 +415,7 @@ class LocalCluster:
         try:
             self._start(run)
             self._wait_ready(run, deadline)
-            tmp = job / "job.pkl.tmp"
-            tmp.write_bytes(payload)
-            os.replace(tmp, job / "job.pkl")
+            write_file(job / "job.pkl", payload)
             run.started = time.monotonic()
             return self._wait_done(run, deadline)
         finally:
@@ -478,9 +477,7 @@ class LocalCluster:
                 run.lost[name] = {"task": name, "how": "killed on request with SIGTERM, then SIGKILL",
                                   "after_s": round(time.monotonic() - run.started, 3)}
             answer = run.lost.get(name) or {"task": name, "how": "not running", "after_s": -1.0}
-            tmp = run.job / f"stopped-{name}.json.tmp"
-            tmp.write_text(json.dumps(answer), encoding="utf-8")
-            os.replace(tmp, run.job / f"stopped-{name}.json")
+            write_file(run.job / f"stopped-{name}.json", json.dumps(answer))
             req.unlink()
 
     def _note_lost(self, run: _Run, dead: list[Child]) -> list[Child]:

@@ -20,12 +20,14 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from vizdist._files import write_file
 from vizdist.analysis.sharding import POLICIES, ShardComparison, content_map
 from vizdist.errors import TracingError
 from vizdist.trace import Trace
@@ -63,7 +65,7 @@ def write_text_files(
         [['0', '1', '2'], ['3', '4', '5']]
     """
     def write(path: Path, values: range) -> None:
-        path.write_text("".join(f"{v}\n" for v in values), encoding="utf-8")
+        write_file(path, "".join(f"{v}\n" for v in values))
 
     return _integer_files(directory, n_files, lines_per_file, f"{prefix}-{{i}}.txt", write, "lines_per_file")
 
@@ -108,9 +110,12 @@ def write_tfrecord_files(
     import tensorflow as tf
 
     def write(path: Path, values: range) -> None:
-        with tf.io.TFRecordWriter(str(path)) as w:
-            for v in values:
-                w.write(str(v).encode())
+        with tempfile.TemporaryDirectory(prefix="vizdist-tfrecord-") as own:  # TF's writer follows links
+            tmp = os.path.join(own, "records")
+            with tf.io.TFRecordWriter(tmp) as w:
+                for v in values:
+                    w.write(str(v).encode())
+            write_file(path, Path(tmp).read_bytes())
 
     return _integer_files(directory, n_files, records_per_file, f"{prefix}-{{i}}.tfrecord", write,
                           "records_per_file")

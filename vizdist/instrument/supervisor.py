@@ -53,6 +53,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vizdist._files import write_file
+
 __all__ = [
     "Child",
     "Namespace",
@@ -238,10 +240,7 @@ def report(stage: str) -> None:
     path = os.environ.get(STATUS_ENV)
     if not path:
         return
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(stage)
-    os.replace(tmp, path)
+    write_file(path, stage)
 
 
 # -- the private network namespace ----------------------------------------------------------
@@ -399,7 +398,8 @@ class Supervisor:
         deathsig = "1" if threading.current_thread() is threading.main_thread() else "0"
         argv = [sys.executable, "-P", "-c", _BOOT, holder, str(os.getpid()), deathsig, module, *args]
         log = self.folder / f"log-{name}.txt"
-        with open(log, "wb") as fh:
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "wb") as fh:  # a new file: never one planted there, nor a link
             popen = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      env=full_env, cwd=cwd, start_new_session=True)
         child = Child(name, popen, log, status)

@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from vizdist._files import write_file
 from vizdist.errors import IsolationError, TracingError
 from vizdist.instrument.cluster import EXPOSURE, IsolationWarning, start_namespace
 from vizdist.instrument.service import inprocess, options, pipeline, registry
@@ -192,7 +193,7 @@ class LocalDataService:
                                      namespace=self._ns, env=env)
         cfg = {"port": port, "worker_addresses": self.worker_addresses, "journal": journal,
                "cpus": _cpu_count_configured()}
-        (sup.folder / "host.json").write_text(json.dumps(cfg), encoding="utf-8")
+        write_file(sup.folder / "host.json", json.dumps(cfg))
         self._host = sup.spawn("host", "vizdist.instrument.service.host", [str(sup.folder)])
         for i, p in enumerate(worker_ports):
             home = sup.folder / f"worker-{i}"  # private, neutral: only the worker-id file lives here
