@@ -38,6 +38,7 @@ import re
 import shutil
 import sys
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -301,6 +302,8 @@ class LocalCluster:
         self.isolated: bool | None = None
         self._run: _Run | None = None
         self._dirs: list[Path] = []
+        # The job folders go when this object does, closed or not (by exact path; kept logs stay).
+        self._remove_dirs = weakref.finalize(self, _remove_folders, self._dirs)
         self.job_dir: Path | None = None
         self.logs: dict[str, str] = {}
         if self.isolate:  # refuse now, where nothing has started yet, rather than at the first run
@@ -595,10 +598,7 @@ class LocalCluster:
         A folder whose logs an error pointed at is kept (the error names it).
         """
         self._stop_run()
-        dirs, self._dirs = self._dirs, []
-        for d in dirs:
-            if not (d / KEEP_FILE).exists():
-                shutil.rmtree(d, ignore_errors=True)
+        _remove_folders(self._dirs)
 
     def __enter__(self) -> LocalCluster:
         return self
@@ -612,6 +612,14 @@ class LocalCluster:
 
     def __repr__(self) -> str:
         return f"LocalCluster(workers={self.workers}, ps={self.ps}, timeout={self.timeout:g})"
+
+
+def _remove_folders(folders: list[Path]) -> None:
+    """Delete each folder (but those whose logs an error named: they hold :data:`KEEP_FILE`) and empty the list."""
+    for d in folders:
+        if not (d / KEEP_FILE).exists():
+            shutil.rmtree(d, ignore_errors=True)
+    folders.clear()
 
 
 def pickle_job(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], *,

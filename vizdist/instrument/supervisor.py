@@ -5,7 +5,8 @@ their processes through a :class:`Supervisor`:
 
 * **spawn** runs ``python -P -c BOOT ... -m <module>`` with a neutral import
   path (``-P``: no working or script folder on ``sys.path``; ``PYTHONPATH``
-  set by the caller), stdout and stderr going to one log file per child;
+  set by the caller, or a folder holding only a link to the vizdist package),
+  stdout and stderr going to one log file per child;
 * **ready handshake**: a child calls :func:`report` (``"ready"``,
   ``"running"``, ``"done"``, ``"failed"``), which writes its status file
   atomically; the parent polls those files with a deadline
@@ -380,7 +381,9 @@ class Supervisor:
               python_path: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> Child:
         """Start ``python -P -m module args`` (through the boot code) as child ``name``.
 
-        ``python_path`` becomes ``PYTHONPATH`` (vizdist's root when ``None``);
+        ``python_path`` becomes ``PYTHONPATH``; when ``None``, a folder that holds only a link to the
+        vizdist package (so nothing else beside the package, say a planted ``argparse.py``, can shadow
+        the standard library or anything else in the child);
         ``-P`` keeps ``cwd`` off the import path. ``TMPDIR`` is the child's own folder (removed by
         :meth:`close`) and ``TF_FORCE_GPU_ALLOW_GROWTH`` is ``true`` unless the environment sets it.
         """
@@ -389,7 +392,7 @@ class Supervisor:
         # default); a caller's own setting wins. (TF's GPU guide: "Limiting GPU memory growth".)
         full_env.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
         full_env.update(env or {})
-        full_env["PYTHONPATH"] = os.pathsep.join(python_path if python_path is not None else [vizdist_root()])
+        full_env["PYTHONPATH"] = os.pathsep.join(python_path if python_path is not None else [str(self._import_dir())])
         full_env["PYTHONUNBUFFERED"] = "1"
         status = self.folder / f"status-{name}.txt"
         full_env[STATUS_ENV] = str(status)
@@ -405,6 +408,14 @@ class Supervisor:
         child = Child(name, popen, log, status)
         self.children.append(child)
         return child
+
+    def _import_dir(self) -> Path:
+        """A folder in this supervisor's private folder holding only a link named ``vizdist`` to the package."""
+        folder = self.folder / "import"
+        if not folder.is_dir():
+            folder.mkdir()
+            (folder / "vizdist").symlink_to(Path(vizdist_root()) / "vizdist", target_is_directory=True)
+        return folder
 
     def _tmpdir(self, name: str) -> Path:
         """The child's own temporary folder, removed by :meth:`close`.

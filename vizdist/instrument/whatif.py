@@ -28,6 +28,8 @@ Example:
 
 from __future__ import annotations
 
+import shutil
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -232,10 +234,12 @@ def what_if_cluster(
 
     if isolate:  # refuse now rather than at the first move of a knob
         probe_namespace("what_if_cluster", opt_out="what_if_cluster(..., isolate=False)")
-    if files is None:
+    own = None
+    if files is None:  # written here, so removed here (by exact path) when the WhatIf goes
         import tempfile
 
-        files = write_text_files(tempfile.mkdtemp(prefix="vizdist-whatif-"), n_files=4, lines_per_file=4)
+        own = tempfile.mkdtemp(prefix="vizdist-whatif-")
+        files = write_text_files(own, n_files=4, lines_per_file=4)
 
     def run(*, workers: int, shard_policy: str, global_batch_size: int) -> Trace:
         cmp = compare_shard_policies(files, workers=workers, global_batch_size=global_batch_size,
@@ -250,8 +254,20 @@ def what_if_cluster(
     knobs = [Knob("workers", "workers", "int", workers, options=(1, max(max_workers, workers)), slow=True),
              Knob("shard_policy", "auto-shard policy", "choice", shard_policy, options=POLICIES, slow=True),
              Knob("global_batch_size", "global batch", "int", global_batch_size, options=(1, 8), slow=True)]
-    return WhatIf(run, knobs, title="What if? Cluster knobs (each move starts real worker processes)",
-                  note=f"{len(files)} text files; replica r is worker r (one replica per worker on CPU).")
+    try:
+        w = WhatIf(run, knobs, title="What if? Cluster knobs (each move starts real worker processes)",
+                   note=f"{len(files)} text files; replica r is worker r (one replica per worker on CPU).")
+    except BaseException:
+        _remove(own)
+        raise
+    if own is not None:
+        weakref.finalize(w, _remove, own)
+    return w
+
+
+def _remove(folder: str | None) -> None:
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 #: The tf.data service knob: a sharding policy, named with its processing mode where it has one.
