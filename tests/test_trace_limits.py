@@ -124,3 +124,12 @@ def test_bounds_must_be_positive_ints(tmp_path):
     p = _save(tmp_path, _doc())
     with pytest.raises(ValueError, match="max_rows must be a positive int; got 0"):
         load_trace(p, max_rows=0)
+
+
+def test_a_count_in_meta_beyond_max_lanes_is_refused(tmp_path):
+    """diagnose walks range(meta["num_workers"]): a count of 10**12 would never end."""
+    doc = _doc()
+    doc["meta"].update(num_workers=10**12)
+    p = _save(tmp_path, doc)
+    with pytest.raises(TraceFormatError, match=r"meta key 'num_workers' is 1000000000000, more than max_lanes=10000"):
+        load_trace(p)

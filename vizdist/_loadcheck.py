@@ -21,7 +21,7 @@ import pandas as pd
 
 from vizdist.errors import TraceFormatError
 
-__all__ = ["Limits", "OverLimit", "check_rows", "check_table"]
+__all__ = ["Limits", "OverLimit", "check_meta_counts", "check_rows", "check_table"]
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 #: Columns whose distinct values become rows or lanes of a view.
@@ -63,6 +63,20 @@ def check_rows(table: str, rows: int, limits: Limits) -> None:
     if rows > limits.max_rows:
         raise OverLimit(f"table {table!r} has {rows} rows, more than max_rows={limits.max_rows}; to read "
                         f"a trace this big on purpose, pass load_trace(..., max_rows={rows})")
+
+
+#: Meta keys that count replicas, workers or other lanes of a view (checked against ``max_lanes``).
+COUNT_KEYS = ("num_replicas", "num_workers", "num_ps", "replicas_per_worker", "num_hosts", "cores_per_host",
+              "num_cores", "consumers", "num_consumers")
+
+
+def check_meta_counts(meta: Mapping[str, Any], limits: Limits) -> None:
+    """:class:`OverLimit` when a count in ``meta`` (say ``num_workers``) is above ``limits.max_lanes``."""
+    for key in COUNT_KEYS:
+        value = meta.get(key)
+        if isinstance(value, int) and value > limits.max_lanes:
+            raise OverLimit(f"meta key {key!r} is {value}, more than max_lanes={limits.max_lanes}; pass "
+                            f"load_trace(..., max_lanes={value}) to read it")
 
 
 def check_table(table: str, df: pd.DataFrame, types: Mapping[str, tuple[str, bool]], limits: Limits) -> None:

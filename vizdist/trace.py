@@ -56,7 +56,7 @@ from typing import Any
 import pandas as pd
 
 from vizdist._files import NotRegularFile, open_regular, write_file
-from vizdist._loadcheck import Limits, OverLimit, check_rows, check_table
+from vizdist._loadcheck import Limits, OverLimit, check_meta_counts, check_rows, check_table
 from vizdist.contract import KINDS, validate_meta
 from vizdist.errors import TraceFormatError
 
@@ -251,7 +251,7 @@ def _json_meta(meta: Mapping[str, Any] | None) -> dict[str, Any]:
         raise TraceFormatError(f"trace meta is not JSON-able ({type(exc).__name__}: {exc}).") from None
 
 
-def _head_meta(doc: Any, source: str) -> dict[str, Any]:
+def _head_meta(doc: Any, source: str, limits: Limits) -> dict[str, Any]:
     """Check a trace document's format and version; return its meta, migrated and validated."""
     if not isinstance(doc, Mapping) or doc.get("format") != FORMAT:
         raise TraceFormatError(
@@ -270,7 +270,10 @@ def _head_meta(doc: Any, source: str) -> dict[str, Any]:
         raise TraceFormatError(f"{source} is a damaged vizdist trace: it has {what}. Re-record it.")
     if version >= 2 and "kind" not in meta:
         raise TraceFormatError(f"{source} is a damaged vizdist trace: its meta has no 'kind'. Re-record it.")
-    return validate_meta(meta, source=source)  # version 1: kind inferred
+    meta = validate_meta(meta, source=source)  # version 1: kind inferred
+    with _damaged(source):
+        check_meta_counts(meta, limits)
+    return meta
 
 
 def _clip(text: str, limit: int = 200) -> str:
@@ -498,8 +501,8 @@ class Trace:
             ...
             vizdist.errors.TraceFormatError: x.json is a damaged vizdist trace: it has no 'meta'. Re-record it.
         """
-        meta = _head_meta(doc, source)
         limits = limits or Limits()
+        meta = _head_meta(doc, source, limits)
         with _damaged(source):
             tables = {name: _table_from_json(name, doc["tables"][name], limits) for name in TABLES}
             for name, df in tables.items():
@@ -632,7 +635,7 @@ def _load_parquet(p: Path, limits: Limits) -> Trace:
         why = "missing" if not (f.exists() or f.is_symlink()) else _regular(f)
         if why:
             raise TraceFormatError(f"{source} is a damaged vizdist trace: {f.name} is {why}.")
-    meta = _head_meta(_read_json(files[0], limits, follow=False), source)
+    meta = _head_meta(_read_json(files[0], limits, follow=False), source, limits)
     tables = {}
     for name, f in zip(TABLES, files[1:], strict=True):
         try:
