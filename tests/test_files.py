@@ -71,10 +71,11 @@ def _writes_outside_the_helper(path: Path, root: Path = ROOT) -> list[str]:
         mode = next((a.value for a in node.args[1:2] if isinstance(a, ast.Constant)), None)
         mode = next((k.value.value for k in node.keywords if k.arg == "mode" and isinstance(k.value, ast.Constant)),
                     mode)
-        writes = name in ("write_text", "write_bytes", "rename", "mkstemp")
-        os_replace = name == "replace" and isinstance(f, ast.Attribute) and getattr(f.value, "id", "") == "os"
+        writes = name in ("write_text", "write_bytes", "mkstemp")
+        on_os = isinstance(f, ast.Attribute) and getattr(f.value, "id", "") == "os"
+        renames = on_os and name in ("replace", "rename")  # a temp file renamed by hand (df.rename is fine)
         opens_for_writing = name == "open" and isinstance(mode, str) and bool(set(mode) & set("wax+"))
-        if writes or os_replace or opens_for_writing:
+        if writes or renames or opens_for_writing:
             found.append(f"{path.relative_to(root.parent)}:{node.lineno} {name}")
     return found
 
@@ -87,7 +88,8 @@ def test_every_writer_uses_the_one_atomic_helper() -> None:
 def test_the_scan_above_sees_a_plain_write(tmp_path: Path) -> None:
     pkg = tmp_path / "vizdist"
     pkg.mkdir()
-    (pkg / "m.py").write_text('open(p, "w").write(x)\nPath(p).write_text(x)\nos.replace(a, b)\ns.replace("a", "b")\n')
+    (pkg / "m.py").write_text('open(p, "w").write(x)\nPath(p).write_text(x)\nos.replace(a, b)\ns.replace("a", "b")\n'
+                              'df.rename(columns={})\nopen(p).read()\n')
     found = _writes_outside_the_helper(pkg / "m.py", pkg)
     assert sorted(w.split()[-1] for w in found) == ["open", "replace", "write_text"]
 

@@ -65,6 +65,8 @@ def test_no_user_namespaces_refuse_isolate_true_before_anything_starts(tmp_path:
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     done = _run_without_user_namespaces(_CHECK, tmp)
+    if done.returncode != 0 and "max_user_namespaces" in done.stderr:
+        pytest.skip(f"cannot turn user namespaces off inside one here: {done.stderr.strip()[-200:]}")
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["namespace"] is False

@@ -185,9 +185,10 @@ def start_namespace(owner: str, isolate: bool, *, opt_out: str = CLUSTER_OPT_OUT
         return None
     ns, why = Namespace.start()
     if ns is None:
+        fix = f"{ENABLE_USERNS} " if sys.platform == "linux" else ""
         raise IsolationError(
             f"{owner}: could not create a private network namespace for its TensorFlow servers ({why}), so "
-            f"vizdist starts none. {EXPOSURE} {ENABLE_USERNS} To run them exposed on purpose, pass {opt_out}.")
+            f"vizdist starts none. {EXPOSURE} {fix}To run them exposed on purpose, pass {opt_out}.")
     return ns
 
 

@@ -401,7 +401,8 @@ class Supervisor:
         deathsig = "1" if threading.current_thread() is threading.main_thread() else "0"
         argv = [sys.executable, "-P", "-c", _BOOT, holder, str(os.getpid()), deathsig, module, *args]
         log = self.folder / f"log-{name}.txt"
-        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(log, flags, 0o600)
         with os.fdopen(fd, "wb") as fh:  # a new file: never one planted there, nor a link
             popen = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      env=full_env, cwd=cwd, start_new_session=True)
