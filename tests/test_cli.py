@@ -25,6 +25,25 @@ def test_merge_joins_shards(tmp_path, capsys):
     assert load_trace(tmp_path / "all.json").elements["worker"].tolist() == [0, 1]
 
 
+def test_python_dash_m_vizdist_is_the_same_command(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from vizdist.instrument.supervisor import vizdist_root
+
+    for w in range(2):
+        Trace.from_records(elements=[dict(worker=w, source_id=w)]).save(tmp_path / "s" / f"worker-{w}.json")
+    done = subprocess.run([sys.executable, "-m", "vizdist", "merge", str(tmp_path / "s"), str(tmp_path / "all.json")],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env=dict(os.environ, PYTHONPATH=vizdist_root()))
+    assert done.returncode == 0, done.stderr
+    assert "merged" in done.stdout and load_trace(tmp_path / "all.json").elements["worker"].tolist() == [0, 1]
+    usage = subprocess.run([sys.executable, "-m", "vizdist"], capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, PYTHONPATH=vizdist_root()))
+    assert usage.returncode == 2 and usage.stderr.startswith("usage: vizdist ")
+
+
 def test_bad_file_is_a_clear_error_not_a_traceback(tmp_path, capsys):
     p = tmp_path / "x.json"
     p.write_text("{}")

@@ -52,7 +52,7 @@ def layer(module: str) -> str:
         return "render"
     if first in ("analysis", "diagnose", "checks"):
         return "analysis"
-    if first in ("trace", "contract", "errors", "_optional", "_version"):
+    if first in ("trace", "contract", "errors", "_optional", "_version", "_files", "_loadcheck"):
         return "trace"
     return "entry"  # the package itself and cli.py
 

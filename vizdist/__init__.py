@@ -34,6 +34,7 @@ _LAZY = {
     "load_trace": "vizdist.trace",
     "TraceFormatError": "vizdist.errors",
     "TracingError": "vizdist.errors",
+    "IsolationError": "vizdist.errors",
     "validate_meta": "vizdist.contract",
     # instruments (run TensorFlow)
     "virtual_devices": "vizdist.instrument.devices",

@@ -16,6 +16,14 @@ class TracingError(RuntimeError):
         self.partial_trace = partial_trace
 
 
+class IsolationError(RuntimeError):
+    """vizdist could not isolate the TensorFlow servers it was asked to start, so it started none.
+
+    The message names the cause and the explicit opt-out (``isolate=False``), which runs them
+    reachable from the network: anyone who can reach the machine can then run code in them.
+    """
+
+
 class TraceFormatError(ValueError):
     """A file or dict is not a vizdist trace, or is damaged: the message names the file and what is wrong."""
 

@@ -48,14 +48,15 @@ import gzip
 import json
 import math
 import os
-import tempfile
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import pandas as pd
 
+from vizdist._files import NotRegularFile, open_regular, write_file
+from vizdist._loadcheck import Limits, OverLimit, check_meta_counts, check_rows, check_table
 from vizdist.contract import KINDS, validate_meta
 from vizdist.errors import TraceFormatError
 
@@ -107,6 +108,22 @@ SCHEMA: dict[str, dict[str, tuple[str, Any]]] = {
 }
 TABLES = tuple(SCHEMA)
 
+#: Extra columns vizdist's instruments write (``vizdist.instrument.timing.EXTRA_COLUMNS`` for events):
+#: like the schema's, a trace holds them with their dtype and never null, and ``load_trace`` checks so.
+#: Other extra columns are kept as given.
+EXTRA_COLUMNS: dict[str, dict[str, tuple[str, Any]]] = {
+    "elements": {},
+    "batches": {"replica_device": ("str", "")},
+    "events": {"buffered": ("int64", -1), "buffer_limit": ("int64", -1), "origin": ("str", ""),
+               "op": ("str", ""), "depth": ("int64", 0)},
+}
+
+
+def _load_types(name: str) -> dict[str, tuple[str, bool]]:
+    """Column -> (dtype, nulls allowed) that a loaded table must hold (schema nulls become defaults)."""
+    return {**{c: (d, True) for c, (d, _) in SCHEMA[name].items()},
+            **{c: (d, False) for c, (d, _) in EXTRA_COLUMNS[name].items()}}
+
 
 def _normalize(name: str, df: pd.DataFrame | None) -> pd.DataFrame:
     """Return ``df`` with every schema column present and of its dtype.
@@ -124,24 +141,32 @@ def _normalize(name: str, df: pd.DataFrame | None) -> pd.DataFrame:
         if col not in df.columns:
             df[col] = pd.Series([default] * len(df), dtype=dtype)
             continue
-        series = df[col]
-        if dtype == "str" and _is_text_categorical(series):
-            if series.isna().any():  # categorical text stays categorical (few strings, many rows)
-                cats = series.cat.categories
-                df[col] = (series if default in cats else series.cat.add_categories([default])).fillna(default)
-            continue
-        series = series.fillna(default)
-        try:
-            if dtype == "str":
-                df[col] = series.astype(str).astype("str")
-            else:
-                df[col] = series.astype(bool if dtype == "bool" else dtype)
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise TraceFormatError(
-                f"table {name!r} column {col!r} must hold {dtype} values ({type(exc).__name__}: {exc})"
-            ) from None
+        _coerce(name, df, col, dtype, default)
+    for col, (dtype, default) in EXTRA_COLUMNS[name].items():
+        if col in df.columns and (df[col].isna().any() or str(df[col].dtype) != dtype):
+            _coerce(name, df, col, dtype, default)  # a merge of shards without it left nulls
     ordered = list(schema) + [c for c in df.columns if c not in schema]
     return df[ordered]
+
+
+def _coerce(name: str, df: pd.DataFrame, col: str, dtype: str, default: Any) -> None:
+    """Make ``df[col]`` hold ``dtype`` values, nulls as ``default``."""
+    series = df[col]
+    if dtype == "str" and _is_text_categorical(series):
+        if series.isna().any():  # categorical text stays categorical (few strings, many rows)
+            cats = series.cat.categories
+            df[col] = (series if default in cats else series.cat.add_categories([default])).fillna(default)
+        return
+    series = series.fillna(default)
+    try:
+        if dtype == "str":
+            df[col] = series.astype(str).astype("str")
+        else:
+            df[col] = series.astype(bool if dtype == "bool" else dtype)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise TraceFormatError(
+            f"table {name!r} column {col!r} must hold {dtype} values ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 def _is_text_categorical(series: pd.Series) -> bool:
@@ -190,11 +215,14 @@ def _known_dtype(dtype: Any) -> bool:
                                        or dtype.startswith(("int", "uint", "float")))
 
 
-def _table_from_json(name: str, t: Any) -> pd.DataFrame:
+def _table_from_json(name: str, t: Any, limits: Limits) -> pd.DataFrame:
     """One table of a JSON trace, checked column by column."""
     cols, dtypes, data = t["columns"], t["dtypes"], t["data"]
     if not (isinstance(cols, list) and isinstance(dtypes, list) and isinstance(data, dict)):
         raise TraceFormatError(f"table {name!r} must hold lists 'columns' and 'dtypes' and an object 'data'")
+    for values in data.values():
+        if isinstance(values, list):
+            check_rows(name, len(values), limits)
     if len(cols) != len(dtypes):
         raise TraceFormatError(f"table {name!r} lists {len(cols)} columns but {len(dtypes)} dtypes")
     if not all(isinstance(c, str) for c in cols) or len(set(cols)) != len(cols):
@@ -223,7 +251,7 @@ def _json_meta(meta: Mapping[str, Any] | None) -> dict[str, Any]:
         raise TraceFormatError(f"trace meta is not JSON-able ({type(exc).__name__}: {exc}).") from None
 
 
-def _head_meta(doc: Any, source: str) -> dict[str, Any]:
+def _head_meta(doc: Any, source: str, limits: Limits) -> dict[str, Any]:
     """Check a trace document's format and version; return its meta, migrated and validated."""
     if not isinstance(doc, Mapping) or doc.get("format") != FORMAT:
         raise TraceFormatError(
@@ -242,7 +270,10 @@ def _head_meta(doc: Any, source: str) -> dict[str, Any]:
         raise TraceFormatError(f"{source} is a damaged vizdist trace: it has {what}. Re-record it.")
     if version >= 2 and "kind" not in meta:
         raise TraceFormatError(f"{source} is a damaged vizdist trace: its meta has no 'kind'. Re-record it.")
-    return validate_meta(meta, source=source)  # version 1: kind inferred
+    meta = validate_meta(meta, source=source)  # version 1: kind inferred
+    with _damaged(source):
+        check_meta_counts(meta, limits)
+    return meta
 
 
 def _clip(text: str, limit: int = 200) -> str:
@@ -258,6 +289,8 @@ def _damaged(source: str) -> Iterator[None]:
     """Turn any error while rebuilding tables into a TraceFormatError naming ``source``."""
     try:
         yield
+    except OverLimit as exc:
+        raise OverLimit(f"{source}: {str(exc).rstrip('.')}.") from None
     except TraceFormatError as exc:
         raise TraceFormatError(f"{source} is a damaged vizdist trace: {str(exc).rstrip('.')}.") from None
     except (KeyError, TypeError, ValueError, OverflowError, IndexError, AttributeError, RecursionError) as exc:
@@ -265,38 +298,6 @@ def _damaged(source: str) -> Iterator[None]:
             f"{source} is a damaged vizdist trace ({type(exc).__name__}: {_clip(str(exc))}). "
             "Re-record it, or load another copy."
         ) from None
-
-
-def _write_atomic(path: Path, write: Callable[[BinaryIO], Any]) -> None:
-    """Write ``path`` all at once: a fresh, unpredictably named temp file beside it, then a rename.
-
-    The temp file is created exclusively (an existing file or symbolic link
-    there is never followed) and renamed over ``path`` (which replaces a link
-    at ``path`` rather than writing through it). Readers see the old file or
-    the new one, never half of one.
-    """
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            if hasattr(os, "fchmod"):
-                os.fchmod(fh.fileno(), 0o666 & ~_umask())  # as open() would create it
-            write(fh)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _umask() -> int:
-    """The process umask, read without changing it where the OS allows (Linux)."""
-    with contextlib.suppress(OSError, ValueError), open("/proc/self/status", encoding="ascii") as fh:
-        for line in fh:
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    mask = os.umask(0o022)  # elsewhere: set and restore (briefly process-wide)
-    os.umask(mask)
-    return mask
 
 
 def _merged_kind(traces: Sequence[Trace]) -> str:
@@ -498,10 +499,12 @@ class Trace:
         return {"format": FORMAT, "version": VERSION, "meta": self.meta, "tables": tables}
 
     @classmethod
-    def from_dict(cls, doc: Mapping[str, Any], *, source: str = "the given dict") -> Trace:
+    def from_dict(cls, doc: Mapping[str, Any], *, source: str = "the given dict", limits: Limits | None = None,
+                  ) -> Trace:
         """Rebuild a trace from :meth:`to_dict` output, checking its form.
 
-        Anything malformed is a :class:`TraceFormatError` whose message starts with ``source``.
+        Anything malformed, or beyond ``limits`` (see :func:`load_trace`), is a
+        :class:`TraceFormatError` whose message starts with ``source``.
 
         Example:
             >>> Trace.from_dict({"format": "vizdist.trace", "version": 2}, source="x.json")
@@ -509,9 +512,12 @@ class Trace:
             ...
             vizdist.errors.TraceFormatError: x.json is a damaged vizdist trace: it has no 'meta'. Re-record it.
         """
-        meta = _head_meta(doc, source)
+        limits = limits or Limits()
+        meta = _head_meta(doc, source, limits)
         with _damaged(source):
-            tables = {name: _table_from_json(name, doc["tables"][name]) for name in TABLES}
+            tables = {name: _table_from_json(name, doc["tables"][name], limits) for name in TABLES}
+            for name, df in tables.items():
+                check_table(name, df, _load_types(name), limits)
             return cls(**tables, meta=meta)
 
     def save(self, path: str | os.PathLike[str]) -> Path:
@@ -541,7 +547,7 @@ class Trace:
         data = json.dumps(self.to_dict(), separators=(",", ":"), allow_nan=False).encode("utf-8")
         if name.endswith(".gz"):
             data = gzip.compress(data)
-        _write_atomic(p, lambda fh: fh.write(data))
+        write_file(p, lambda fh: fh.write(data))
         return p
 
     def _save_parquet(self, p: Path) -> Path:
@@ -555,9 +561,9 @@ class Trace:
             for col in df.columns:
                 _check_storable(df[col])  # same column rules as JSON
             table = pa.Table.from_pandas(df, preserve_index=False)
-            _write_atomic(p / f"{name}.parquet", lambda fh, table=table: pq.write_table(table, fh))
+            write_file(p / f"{name}.parquet", lambda fh, table=table: pq.write_table(table, fh))
         head = {"format": FORMAT, "version": VERSION, "meta": self.meta, "storage": "parquet"}
-        _write_atomic(p / "meta.json", lambda fh: fh.write(json.dumps(head).encode("utf-8")))
+        write_file(p / "meta.json", lambda fh: fh.write(json.dumps(head).encode("utf-8")))
         return p
 
     # -- comparison and display --------------------------------------------
@@ -595,13 +601,23 @@ def _plain_text(df: pd.DataFrame) -> pd.DataFrame:
     return df.astype(cats) if cats else df
 
 
-def _read_json(p: Path) -> Any:
+def _read_json(p: Path, limits: Limits, *, follow: bool = True) -> Any:
+    """The JSON document in ``p`` (gunzipped for ``.gz``); ``follow=False`` refuses a link at ``p``."""
     try:
-        if p.name.lower().endswith(".gz"):
-            with gzip.open(p, "rt", encoding="utf-8") as fh:
-                return json.load(fh)
-        with open(p, encoding="utf-8") as fh:
-            return json.load(fh)
+        with open_regular(p, follow=follow) as raw:
+            if p.name.lower().endswith(".gz"):
+                with gzip.GzipFile(fileobj=raw) as fh:
+                    data = fh.read(limits.max_bytes + 1)
+            else:
+                data = raw.read(limits.max_bytes + 1)
+        if len(data) > limits.max_bytes:
+            raise OverLimit(f"{str(p)!r} holds more than max_bytes={limits.max_bytes} bytes of JSON (after "
+                            "gunzip); to read a trace this big on purpose, pass load_trace(..., max_bytes=...)")
+        return json.loads(data.decode("utf-8"))
+    except OverLimit:
+        raise
+    except NotRegularFile as exc:
+        raise TraceFormatError(f"{exc}: a trace is a regular file") from None
     except (ValueError, EOFError, OSError, RecursionError, MemoryError) as exc:
         # ValueError covers bad JSON, bad UTF-8 and integers too long to convert;
         # RecursionError deeply nested brackets; OSError bad gzip and unreadable files.
@@ -620,7 +636,7 @@ def _regular(p: Path) -> str:
     return ""
 
 
-def _load_parquet(p: Path) -> Trace:
+def _load_parquet(p: Path, limits: Limits) -> Trace:
     from vizdist._optional import require
 
     pq = require("pyarrow.parquet", pip="pyarrow", conda="pyarrow")
@@ -630,14 +646,21 @@ def _load_parquet(p: Path) -> Trace:
         why = "missing" if not (f.exists() or f.is_symlink()) else _regular(f)
         if why:
             raise TraceFormatError(f"{source} is a damaged vizdist trace: {f.name} is {why}.")
-    meta = _head_meta(_read_json(files[0]), source)
+    meta = _head_meta(_read_json(files[0], limits, follow=False), source, limits)
     tables = {}
     for name, f in zip(TABLES, files[1:], strict=True):
         try:
-            tables[name] = pq.read_table(f).to_pandas()
+            with open_regular(f, follow=False) as fh:
+                table = pq.ParquetFile(fh)
+                check_rows(name, table.metadata.num_rows, limits)  # as declared, before reading any
+                tables[name] = table.read().to_pandas()
+        except OverLimit as exc:
+            raise OverLimit(f"{source}: {exc}") from None
         except Exception as exc:  # pyarrow raises many types
             raise TraceFormatError(f"{str(f)!r} is not readable Parquet ({_clip(str(exc))}).") from None
     with _damaged(source):
+        for name, df in tables.items():
+            check_table(name, df, _load_types(name), limits)
         return Trace(**tables, meta=meta)
 
 
@@ -653,7 +676,14 @@ def _folder_entry(c: Path) -> tuple[bool, str]:
     return False, ""
 
 
-def _load_folder(p: Path, errors: str) -> Trace:
+def _load_entry(c: Path, limits: Limits) -> Trace:
+    """One shard of a folder, opened without following links (the entry may have changed since listed)."""
+    if c.name.lower().endswith(".parquet"):
+        return _load_parquet(c, limits)
+    return Trace.from_dict(_read_json(c, limits, follow=False), source=repr(str(c)), limits=limits)
+
+
+def _load_folder(p: Path, errors: str, limits: Limits) -> Trace:
     """Merge the trace files of a folder (regular files only; see :func:`load_trace`)."""
     shards, skipped = [], []
     for c in sorted(p.iterdir()):
@@ -662,7 +692,7 @@ def _load_folder(p: Path, errors: str) -> Trace:
             continue
         if not why:
             try:
-                shards.append(load_trace(c))
+                shards.append(_load_entry(c, limits))
                 continue
             except TraceFormatError as exc:
                 if errors == "raise":
@@ -682,7 +712,9 @@ def _load_folder(p: Path, errors: str) -> Trace:
         raise TraceFormatError(f"the traces in folder {str(p)!r} cannot be merged: {exc}") from None
 
 
-def load_trace(path: str | os.PathLike[str], *, errors: str = "raise") -> Trace:
+def load_trace(path: str | os.PathLike[str], *, errors: str = "raise", max_bytes: int = Limits.max_bytes,
+               max_rows: int = Limits.max_rows, max_lanes: int = Limits.max_lanes,
+               max_string: int = Limits.max_string) -> Trace:
     """Load a trace written by :meth:`Trace.save`, or merge a folder of shards.
 
     ``path`` may be a ``.json`` / ``.json.gz`` file, a ``.parquet`` trace
@@ -699,10 +731,19 @@ def load_trace(path: str | os.PathLike[str], *, errors: str = "raise") -> Trace:
     Trace files are data only: loading one never runs code (JSON or Parquet,
     never pickle), and every malformed file is a :class:`TraceFormatError`.
 
+    A trace file may come from anyone, so what one file may hold is bounded;
+    a file beyond a bound is a :class:`TraceFormatError` that names the bound,
+    read before the data it guards where the file declares it (a Parquet
+    table's row count). Raise a bound to read a real big trace.
+
     Args:
         path: a trace file, a ``.parquet`` trace folder, or a folder of shards.
         errors: ``"raise"`` (default) or ``"skip"`` (folders only: merge the
             readable shards, list the others).
+        max_bytes: bytes of JSON in one file, after gunzip (default 1 GiB).
+        max_rows: rows of one table of one file (default 10 million).
+        max_lanes: distinct replicas, workers or lanes in one table (default 10,000).
+        max_string: characters of one string value (default 65,536).
 
     Example:
         >>> import tempfile, os
@@ -715,14 +756,15 @@ def load_trace(path: str | os.PathLike[str], *, errors: str = "raise") -> Trace:
     """
     if errors not in ("raise", "skip"):
         raise ValueError(f"errors must be 'raise' or 'skip'; got {errors!r}.")
+    limits = Limits(max_bytes=max_bytes, max_rows=max_rows, max_lanes=max_lanes, max_string=max_string)
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"no trace at {str(p)!r}: check the path (cwd is {os.getcwd()!r}).")
     if p.is_dir():
         if (p / "meta.json").exists() or (p / "meta.json").is_symlink():
-            return _load_parquet(p)
-        return _load_folder(p, errors)
+            return _load_parquet(p, limits)
+        return _load_folder(p, errors, limits)
     if not p.is_file():
         raise TraceFormatError(f"{str(p)!r} is not a regular file; a trace is a .json/.json.gz file "
                                "or a .parquet folder.")
-    return Trace.from_dict(_read_json(p), source=repr(str(p)))
+    return Trace.from_dict(_read_json(p, limits), source=repr(str(p)), limits=limits)

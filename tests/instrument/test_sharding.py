@@ -17,6 +17,7 @@ import pytest
 
 from vizdist.diagnose import diagnose
 from vizdist.instrument.sharding import ShardComparison, compare_shard_policies, write_text_files
+from vizdist.trace import Trace
 
 pytestmark = pytest.mark.slow
 RUN = dict(workers=2, global_batch_size=4, progress=False, timeout=120.0)
@@ -249,3 +250,35 @@ def test_tfrecord_files_shard_like_text_files(tmp_path: Path) -> None:
     assert s.loc[("DATA", 0), "coverage"] == 1.0  # 16 records counted in the files
     e = cmp.traces["FILE"].elements
     assert set(e["source_line"]) == set(range(4))  # record index inside its file, from the tags
+
+
+def test_the_default_files_go_with_the_comparison_or_its_failure(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """compare_shard_policies() writes its own files when given none; they never outlive it (nor its result)."""
+    import gc
+    import tempfile
+
+    from vizdist.errors import TracingError
+    from vizdist.instrument import sharding
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    def fail(*args: Any, **kwargs: Any) -> Trace:
+        raise TracingError("a worker died")
+
+    monkeypatch.setattr(sharding, "_run_group", fail)  # fails where a real cluster can, after the files exist
+    with pytest.raises(TracingError, match="a worker died"):
+        compare_shard_policies(**RUN)
+    assert list(tmp_path.iterdir()) == []
+    seen: list[Path] = []
+
+    def compare(files: list[str], **kw: Any) -> ShardComparison:
+        seen.append(Path(files[0]).parent)
+        return ShardComparison({}, files=files, workers=2, global_batch_size=4)
+
+    monkeypatch.setattr(sharding, "_compare", compare)
+    cmp = compare_shard_policies(**RUN)
+    assert seen[0].parent == tmp_path and seen[0].is_dir()
+    del cmp
+    gc.collect()
+    assert list(tmp_path.iterdir()) == []

@@ -48,6 +48,27 @@ def test_what_a_child_leaves_in_its_temporary_folder_goes_with_the_supervisor(tm
         assert child.log.exists() == keep, "kept logs are kept; only the temporary files go"
 
 
+def test_a_module_planted_beside_the_package_never_shadows_the_standard_library(tmp_path: Path,
+                                                                                monkeypatch) -> None:
+    """Children import vizdist from a folder that holds nothing else, not from the folder around the package."""
+    import argparse
+
+    import vizdist.errors
+
+    root = tmp_path / "site"  # the folder holding the vizdist package, with an argparse.py planted beside it
+    root.mkdir()
+    (root / "vizdist").symlink_to(Path(vizdist.__file__).parent, target_is_directory=True)
+    ran = tmp_path / "planted-argparse-ran"
+    (root / "argparse.py").write_text(f"open({str(ran)!r}, 'w').close()\n")
+    monkeypatch.setattr(sv, "vizdist_root", lambda: str(root))
+    with sv.Supervisor(tmp_path / "run", label="t") as sup:
+        child = sup.spawn("modules", "vizdist.instrument._demo_child", ["modules"])
+        assert sup.wait_exit(child, timeout=60) == 0, sup.log_tail(child)
+        seen = json.loads(sup.log_tail(child).splitlines()[-1])
+    assert not ran.exists(), "the planted argparse.py ran in the child"
+    assert seen == {"argparse": argparse.__file__, "vizdist": os.path.realpath(vizdist.errors.__file__)}
+
+
 def test_children_grow_gpu_memory_unless_the_caller_says_otherwise(tmp_path: Path) -> None:
     """Several TF processes share one GPU only if none maps all its memory at start (TF's default)."""
     with sv.Supervisor(tmp_path / "run", label="t", env={"PATH": os.environ.get("PATH", "")}) as sup:

@@ -143,6 +143,40 @@ def test_cluster_knobs_rerun_a_real_cluster(tf, tmp_path):
     assert any(c.startswith("finding appeared: worker-duplicates") for c in w.changes)
 
 
+_KEEP_A_WHATIF = """
+import types, vizdist
+from pathlib import Path
+from vizdist.instrument import sharding
+
+def fake_compare(files, *, policies, **kw):  # says where the files are instead of starting a cluster
+    print("FILES", Path(files[0]).parent, flush=True)
+    t = vizdist.Trace.from_records(elements=[dict(step=0, replica=0, worker=0, source_id=0)])
+    return types.SimpleNamespace(traces={policies[0]: t}, notes={}, errors={})
+
+sharding.compare_shard_policies = fake_compare
+w = vizdist.what_if_cluster(workers=2, isolate=False)  # kept to the end, as a notebook keeps its widgets
+assert Path(w.note) and not w.error, w.error
+"""
+
+
+def test_the_files_what_if_cluster_writes_go_with_it(tmp_path):
+    """Its default files live as long as the WhatIf (knob moves re-read them), at most to the end of the process."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from vizdist.instrument.supervisor import vizdist_root
+
+    env = dict(os.environ, TMPDIR=str(tmp_path), PYTHONPATH=vizdist_root())
+    done = subprocess.run([sys.executable, "-c", _KEEP_A_WHATIF], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    folder = Path(next(line.split(" ", 1)[1] for line in done.stdout.splitlines() if line.startswith("FILES ")))
+    assert folder.name.startswith("vizdist-whatif-") and folder.parent == tmp_path
+    assert not folder.exists()
+
+
 @pytest.mark.slow
 def test_service_knobs_rerun_a_real_service(tf):
     """parallel_epochs: each element once per worker; DATA: worker i keeps element k when k % 2 == i (TF's rule)."""

@@ -34,6 +34,17 @@ def test_a_file_name_with_math_markup_draws_as_plain_text():
     assert any("$\\frac{a}{$" in t for t in texts), "the user's text is shown as written"
 
 
+def test_a_file_name_with_two_dollars_draws_in_the_split_and_the_explorer():
+    """Two ``$`` make matplotlib measure a wrapped cell label as math, whatever parse_math says."""
+    name = "draft ${v2$ final.txt"
+    trace = _file_trace(name)
+    fig = vizdist.plot_split(trace)
+    assert _png(fig).startswith(b"\x89PNG")
+    assert any(name in t.get_text() for t in fig.findobj(matplotlib.text.Text)), "shown as written"
+    bundle = vizdist.show(trace)._repr_mimebundle_()
+    assert bundle["image/png"] and "draft ${v2$ final.txt" in bundle["text/html"]
+
+
 def test_the_explorer_shows_a_megabyte_result_cut_short_and_the_trace_keeps_it():
     trace = _file_trace("part-0.txt")
     explorer = vizdist.show(trace)

@@ -5,7 +5,8 @@
 grandchild, report ready, sleep), ``interfaces`` (print the network
 interfaces and whether loopback works, as JSON), ``tempfile`` (leave a
 temporary file, print its path and end with ``os._exit``, as workers do) or
-``gpu-env`` (print ``TF_FORCE_GPU_ALLOW_GROWTH``).
+``gpu-env`` (print ``TF_FORCE_GPU_ALLOW_GROWTH``) or ``modules`` (print, as JSON, the files
+``argparse`` and ``vizdist.errors`` were imported from).
 """
 
 from __future__ import annotations
@@ -40,6 +41,13 @@ def main(mode: str) -> int:
         return 1
     if mode == "interfaces":
         _interfaces()
+        return 0
+    if mode == "modules":
+        import argparse
+
+        from vizdist import errors
+
+        print(json.dumps({"argparse": argparse.__file__, "vizdist": os.path.realpath(errors.__file__)}), flush=True)
         return 0
     if mode == "gpu-env":
         print(os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH"), flush=True)

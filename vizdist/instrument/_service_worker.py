@@ -26,6 +26,8 @@ import signal
 import sys
 import threading
 
+from vizdist._files import write_file
+
 WORKER_ID_FILE = "vizdist_worker_id"
 
 
@@ -41,8 +43,7 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
-    with open(WORKER_ID_FILE, "w", encoding="utf-8") as fh:
-        fh.write(str(args.worker_id))
+    write_file(WORKER_ID_FILE, str(args.worker_id))
 
     import tensorflow as tf
 

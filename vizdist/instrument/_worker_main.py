@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from vizdist._files import write_file
 from vizdist.instrument.cluster import _USER_TASK_MODES, WorkerContext, _stamp, _task_from_tf_config
 from vizdist.instrument.record import task_number
 from vizdist.instrument.supervisor import POLL_S, report
@@ -40,9 +41,7 @@ from vizdist.trace import Trace
 
 
 def _write_json(path: Path, doc: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, default=str), encoding="utf-8")
-    os.replace(tmp, path)
+    write_file(path, json.dumps(doc, default=str))
 
 
 def _check_layout(spec: Mapping[str, Any]) -> None:

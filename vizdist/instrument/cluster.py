@@ -38,13 +38,14 @@ import re
 import shutil
 import sys
 import time
-import warnings
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vizdist.errors import TracingError
+from vizdist._files import write_file
+from vizdist.errors import IsolationError, TracingError
 from vizdist.instrument.shards import (  # noqa: F401  (moved; re-exported for old imports)
     TASK_TYPES,
     _checked_task,
@@ -129,7 +130,7 @@ class WorkerContext:
                                "this WorkerContext has no job folder.")
         job = Path(self.job_dir)
         answer = job / f"stopped-{task}.json"
-        (job / f"stop-{task}.request").write_text(task, encoding="utf-8")
+        write_file(job / f"stop-{task}.request", task)
         end = time.monotonic() + timeout
         while not answer.exists():
             if time.monotonic() > end:
@@ -158,28 +159,44 @@ class WorkerContext:
 
 
 # -- the launcher --------------------------------------------------------------
-ISOLATION_HINT = (
-    "Anyone who can reach this machine can connect to them while the run lasts. To stop that, allow "
-    "unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 or user.max_user_namespaces "
-    "> 0) so vizdist can run them in a private network namespace; pass isolate=False to accept the "
-    "exposure on purpose (and silence this warning)."
+EXPOSURE = (
+    "TensorFlow's servers listen on every network interface ([::]:port) and run the work any client sends "
+    "them, so unisolated, anyone who can reach this machine can run code in them while they run."
 )
+ENABLE_USERNS = (
+    "To run them isolated, allow unprivileged user namespaces (sysctl user.max_user_namespaces=15000; on "
+    "Debian/Ubuntu also kernel.unprivileged_userns_clone=1 and kernel.apparmor_restrict_unprivileged_userns=0)."
+)
+CLUSTER_OPT_OUT = ("LocalCluster(isolate=False) (compare_shard_policies / what_if_cluster: isolate=False, "
+                   "which they pass on)")
 
 
 class IsolationWarning(UserWarning):
-    """vizdist could not put its servers in a private network namespace; they are reachable."""
+    """Servers run unisolated because you opted out (``in_process=True``): they are reachable."""
 
 
-def start_namespace(owner: str, isolate: bool) -> Namespace | None:
-    """A private network namespace for ``owner``'s servers, or ``None`` (with a warning if wanted)."""
+def start_namespace(owner: str, isolate: bool, *, opt_out: str = CLUSTER_OPT_OUT) -> Namespace | None:
+    """A private network namespace for ``owner``'s servers; ``None`` only when ``isolate`` is false.
+
+    Raises:
+        IsolationError: this machine cannot make one (the message names the cause and ``opt_out``).
+    """
     if not isolate:
         return None
     ns, why = Namespace.start()
     if ns is None:
-        warnings.warn(
-            f"{owner}: could not create a private network namespace ({why}), so its TensorFlow servers "
-            f"listen on every network interface ([::]:port). {ISOLATION_HINT}", IsolationWarning, stacklevel=3)
+        fix = f"{ENABLE_USERNS} " if sys.platform == "linux" else ""
+        raise IsolationError(
+            f"{owner}: could not create a private network namespace for its TensorFlow servers ({why}), so "
+            f"vizdist starts none. {EXPOSURE} {fix}To run them exposed on purpose, pass {opt_out}.")
     return ns
+
+
+def probe_namespace(owner: str, *, opt_out: str = CLUSTER_OPT_OUT) -> None:
+    """Make and close a private network namespace: :class:`IsolationError` where none can be made."""
+    ns = start_namespace(owner, True, opt_out=opt_out)
+    if ns is not None:
+        ns.close()
 
 
 @dataclass
@@ -220,8 +237,9 @@ class LocalCluster:
     option to bind one address). By default (``isolate=True``, Linux) every
     process of a run lives in a private network namespace that has only its
     own loopback, so nothing else can connect to them; results come back
-    through files in the run's folder. Where the OS cannot make one, the run
-    goes ahead unisolated with an :class:`IsolationWarning`.
+    through files in the run's folder. Where the OS cannot make one (no
+    unprivileged user namespaces), the constructor raises
+    :class:`vizdist.IsolationError`, naming the cause, and nothing starts.
 
     Args:
         workers: number of worker tasks (at least 1; at most ``max_workers``).
@@ -238,8 +256,11 @@ class LocalCluster:
         env: extra environment variables for the processes (for example
             ``{"TF_CPP_VMODULE": "auto_shard=2"}``).
         progress: show ``tqdm`` progress bars.
-        isolate: run the processes in a private network namespace (default);
-            ``False`` lets other machines reach them (to join them by hand).
+        isolate: run the processes in a private network namespace (default;
+            refused with :class:`vizdist.IsolationError` where the OS cannot
+            make one). ``False`` runs them exposed: anyone who can reach this
+            machine can connect to the servers and run code in them while the
+            run lasts. Use it only on a trusted network, or to join them by hand.
         max_workers: refuse more processes than this (default: 4 per core,
             at least 8); raise it to start a bigger cluster on purpose.
 
@@ -282,8 +303,12 @@ class LocalCluster:
         self.isolated: bool | None = None
         self._run: _Run | None = None
         self._dirs: list[Path] = []
+        # The job folders go when this object does, closed or not (by exact path; kept logs stay).
+        self._remove_dirs = weakref.finalize(self, _remove_folders, self._dirs)
         self.job_dir: Path | None = None
         self.logs: dict[str, str] = {}
+        if self.isolate:  # refuse now, where nothing has started yet, rather than at the first run
+            probe_namespace("LocalCluster")
 
     # -- set-up -----------------------------------------------------------
     def _check_ports(
@@ -349,7 +374,7 @@ class LocalCluster:
             "timeout": self.timeout, "collective_timeout": self.collective_timeout, "cluster": cluster,
             "deadline": time.time() + self.timeout,
         }
-        (run.job / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
+        write_file(run.job / "spec.json", json.dumps(spec))
         # The callable is shipped by reference where it can be: the workers import what this process can.
         paths = [p for p in sys.path if p and os.path.isdir(p)]
         for kind in ("chief", "worker", "ps"):
@@ -394,9 +419,7 @@ class LocalCluster:
         try:
             self._start(run)
             self._wait_ready(run, deadline)
-            tmp = job / "job.pkl.tmp"
-            tmp.write_bytes(payload)
-            os.replace(tmp, job / "job.pkl")
+            write_file(job / "job.pkl", payload)
             run.started = time.monotonic()
             return self._wait_done(run, deadline)
         finally:
@@ -458,9 +481,7 @@ class LocalCluster:
                 run.lost[name] = {"task": name, "how": "killed on request with SIGTERM, then SIGKILL",
                                   "after_s": round(time.monotonic() - run.started, 3)}
             answer = run.lost.get(name) or {"task": name, "how": "not running", "after_s": -1.0}
-            tmp = run.job / f"stopped-{name}.json.tmp"
-            tmp.write_text(json.dumps(answer), encoding="utf-8")
-            os.replace(tmp, run.job / f"stopped-{name}.json")
+            write_file(run.job / f"stopped-{name}.json", json.dumps(answer))
             req.unlink()
 
     def _note_lost(self, run: _Run, dead: list[Child]) -> list[Child]:
@@ -578,10 +599,7 @@ class LocalCluster:
         A folder whose logs an error pointed at is kept (the error names it).
         """
         self._stop_run()
-        dirs, self._dirs = self._dirs, []
-        for d in dirs:
-            if not (d / KEEP_FILE).exists():
-                shutil.rmtree(d, ignore_errors=True)
+        _remove_folders(self._dirs)
 
     def __enter__(self) -> LocalCluster:
         return self
@@ -595,6 +613,14 @@ class LocalCluster:
 
     def __repr__(self) -> str:
         return f"LocalCluster(workers={self.workers}, ps={self.ps}, timeout={self.timeout:g})"
+
+
+def _remove_folders(folders: list[Path]) -> None:
+    """Delete each folder (but those whose logs an error named: they hold :data:`KEEP_FILE`) and empty the list."""
+    for d in folders:
+        if not (d / KEEP_FILE).exists():
+            shutil.rmtree(d, ignore_errors=True)
+    folders.clear()
 
 
 def pickle_job(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], *,

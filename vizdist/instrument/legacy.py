@@ -56,6 +56,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.util import deprecation
 
+from vizdist._files import write_file
 from vizdist.errors import TracingError, release_frames
 from vizdist.instrument.cluster import pickle_job
 from vizdist.instrument.distribution import (
@@ -524,7 +525,7 @@ def run_in_graph_mode(fn: Callable[..., Any], *args: Any, devices: int = 4, time
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     env.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
     with Supervisor(job, label="graph-mode", env=env) as sup:
-        (job / "job.pkl").write_bytes(payload)
+        write_file(job / "job.pkl", payload)
         paths = [p for p in sys.path if p and os.path.isdir(p)]
         child = sup.spawn("graph", "vizdist.instrument._graph_child", [str(job), str(devices)], cwd=os.getcwd(),
                           python_path=paths)
@@ -566,13 +567,13 @@ def _child_main(job: Path, devices: int) -> int:
         if isinstance(result, Trace):
             result.save(job / "result.json")
         else:
-            (job / "value.json").write_text(json.dumps({"value": result}), encoding="utf-8")
+            write_file(job / "value.json", json.dumps({"value": result}))
         return 0
     except BaseException as exc:
         partial = getattr(exc, "partial_trace", None)
         doc = {"type": type(exc).__name__, "message": str(exc), "traceback": traceback.format_exc()}
         if isinstance(partial, Trace):
             doc["partial_trace"] = partial.to_dict()
-        (job / "error.json").write_text(json.dumps(doc, default=str), encoding="utf-8")
+        write_file(job / "error.json", json.dumps(doc, default=str))
         sys.stderr.write(doc["traceback"])
         return 1

@@ -20,12 +20,16 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
+import tempfile
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from vizdist._files import write_file
 from vizdist.analysis.sharding import POLICIES, ShardComparison, content_map
 from vizdist.errors import TracingError
 from vizdist.trace import Trace
@@ -63,7 +67,7 @@ def write_text_files(
         [['0', '1', '2'], ['3', '4', '5']]
     """
     def write(path: Path, values: range) -> None:
-        path.write_text("".join(f"{v}\n" for v in values), encoding="utf-8")
+        write_file(path, "".join(f"{v}\n" for v in values))
 
     return _integer_files(directory, n_files, lines_per_file, f"{prefix}-{{i}}.txt", write, "lines_per_file")
 
@@ -108,9 +112,12 @@ def write_tfrecord_files(
     import tensorflow as tf
 
     def write(path: Path, values: range) -> None:
-        with tf.io.TFRecordWriter(str(path)) as w:
-            for v in values:
-                w.write(str(v).encode())
+        with tempfile.TemporaryDirectory(prefix="vizdist-tfrecord-") as own:  # TF's writer follows links
+            tmp = os.path.join(own, "records")
+            with tf.io.TFRecordWriter(tmp) as w:
+                for v in values:
+                    w.write(str(v).encode())
+            write_file(path, Path(tmp).read_bytes())
 
     return _integer_files(directory, n_files, records_per_file, f"{prefix}-{{i}}.tfrecord", write,
                           "records_per_file")
@@ -253,6 +260,7 @@ def compare_shard_policies(
     timeout: float = 180.0,
     collective_timeout: float = 15.0,
     progress: bool = True,
+    isolate: bool = True,
 ) -> ShardComparison:
     """Run one file pipeline under several auto-shard policies on real workers.
 
@@ -284,6 +292,10 @@ def compare_shard_policies(
         timeout: wall-clock limit for each cluster run.
         collective_timeout: seconds a worker waits in a collective for a peer.
         progress: show progress bars.
+        isolate: passed to :class:`~vizdist.instrument.cluster.LocalCluster`: run the workers in a
+            private network namespace (default; :class:`vizdist.IsolationError` where the OS cannot
+            make one). ``False`` runs them exposed: anyone who can reach this machine can connect to
+            their servers and run code in them while they run.
 
     Returns:
         A :class:`ShardComparison`; ``.summary()`` is the table, and it
@@ -293,6 +305,26 @@ def compare_shard_policies(
         >>> cmp = compare_shard_policies(workers=2, global_batch_size=4)   # doctest: +SKIP
         >>> cmp.summary()[["policy", "worker", "files"]]                    # doctest: +SKIP
     """
+    kw = dict(workers=workers, global_batch_size=global_batch_size, policies=policies, dataset_fn=dataset_fn,
+              tag=tag, max_steps=max_steps, run_unshardable=run_unshardable, capture_tf_log=capture_tf_log,
+              timeout=timeout, collective_timeout=collective_timeout, progress=progress, isolate=isolate)
+    if files is not None:
+        return _compare(files, **kw)
+    folder = tempfile.mkdtemp(prefix="vizdist-files-")  # the default files: they go with the result
+    try:
+        cmp = _compare(write_text_files(folder, n_files=4, lines_per_file=4), **kw)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    weakref.finalize(cmp, shutil.rmtree, folder, ignore_errors=True)
+    return cmp
+
+
+def _compare(files: Sequence[str | os.PathLike[str]], *, workers: int, global_batch_size: int,
+             policies: Sequence[str], dataset_fn: Callable[[list[str]], Any] | None, tag: bool, max_steps: int,
+             run_unshardable: bool, capture_tf_log: bool, timeout: float, collective_timeout: float,
+             progress: bool, isolate: bool) -> ShardComparison:
+    """:func:`compare_shard_policies` on given files."""
     import vizdist.render.sharding  # noqa: F401  (registers ShardComparison's figure and HTML views)
     pols, files = _check_policy_args(files, policies, global_batch_size)
     notes = _unrunnable(pols, files, workers)
@@ -302,7 +334,7 @@ def compare_shard_policies(
     kwargs = dict(files=files, global_batch_size=global_batch_size, dataset_fn=dataset_fn, tag=tag,
                   max_steps=max_steps, content=content_map(files))
     cluster_kw = dict(workers=workers, timeout=timeout, collective_timeout=collective_timeout, env=env,
-                      progress=progress)
+                      progress=progress, isolate=isolate)
     traces: dict[str, Trace] = {}
     errors: dict[str, dict[str, str]] = {}
     logs: dict[str, list[str]] = {}
@@ -322,19 +354,15 @@ def compare_shard_policies(
                            errors=errors, notes=notes, logs=logs)
 
 
-def _check_policy_args(files: Sequence[str | os.PathLike[str]] | None, policies: Sequence[str],
+def _check_policy_args(files: Sequence[str | os.PathLike[str]], policies: Sequence[str],
                        global_batch_size: int) -> tuple[list[str], list[str]]:
-    """(policy names, file paths), checked; default files are written when none are given."""
+    """(policy names, file paths), checked."""
     pols = [str(p).upper() for p in policies]
     bad = [p for p in pols if p not in POLICIES]
     if bad or not pols:
         raise ValueError(f"unknown auto-shard policies {bad or pols}; choose from {list(POLICIES)}.")
     if global_batch_size < 1:
         raise ValueError(f"global_batch_size must be >= 1; got {global_batch_size}.")
-    if files is None:
-        import tempfile
-
-        files = write_text_files(tempfile.mkdtemp(prefix="vizdist-files-"), n_files=4, lines_per_file=4)
     paths = [str(f) for f in files]
     missing = [f for f in paths if not os.path.exists(f)]
     if missing or not paths:

@@ -5,7 +5,8 @@ their processes through a :class:`Supervisor`:
 
 * **spawn** runs ``python -P -c BOOT ... -m <module>`` with a neutral import
   path (``-P``: no working or script folder on ``sys.path``; ``PYTHONPATH``
-  set by the caller), stdout and stderr going to one log file per child;
+  set by the caller, or a folder holding only a link to the vizdist package),
+  stdout and stderr going to one log file per child;
 * **ready handshake**: a child calls :func:`report` (``"ready"``,
   ``"running"``, ``"done"``, ``"failed"``), which writes its status file
   atomically; the parent polls those files with a deadline
@@ -53,6 +54,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vizdist._files import write_file
+
 __all__ = [
     "Child",
     "Namespace",
@@ -63,6 +66,7 @@ __all__ = [
     "port_in_use",
     "process_limit",
     "report",
+    "userns_switches",
     "vizdist_root",
 ]
 
@@ -237,10 +241,7 @@ def report(stage: str) -> None:
     path = os.environ.get(STATUS_ENV)
     if not path:
         return
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(stage)
-    os.replace(tmp, path)
+    write_file(path, stage)
 
 
 # -- the private network namespace ----------------------------------------------------------
@@ -277,7 +278,8 @@ class Namespace:
             return cls(popen), ""
         _stop_popen(popen)
         rest = popen.stdout.read() if popen.stdout else ""  # type: ignore[union-attr]
-        return None, (line + rest).strip()[-400:] or f"the namespace holder exited with {popen.returncode}"
+        why = (line + rest).strip()[-400:] or f"the namespace holder exited with {popen.returncode}"
+        return None, "; ".join([why, *userns_switches()])
 
     def close(self) -> None:
         """Stop the holder (the namespace goes away with its last process)."""
@@ -289,6 +291,26 @@ class Namespace:
 
     def __repr__(self) -> str:
         return f"Namespace(holder pid {self.pid})"
+
+
+# sysctl files that turn unprivileged user namespaces off, and the value that does it
+_USERNS_OFF = (("user/max_user_namespaces", "0"), ("kernel/unprivileged_userns_clone", "0"),
+               ("kernel/apparmor_restrict_unprivileged_userns", "1"))
+
+
+def userns_switches(root: str = "/proc/sys") -> list[str]:
+    """Which of this machine's sysctl settings turn user namespaces off (``[]`` when none does).
+
+    Example:
+        >>> all(s.endswith("(turns user namespaces off)") for s in userns_switches())
+        True
+    """
+    off = []
+    for name, value in _USERNS_OFF:
+        with contextlib.suppress(OSError):
+            if Path(root, name).read_text(encoding="ascii").strip() == value:
+                off.append(f"{name.replace('/', '.')} = {value} (turns user namespaces off)")
+    return off
 
 
 def _read_line(popen: subprocess.Popen[str], timeout: float) -> str:
@@ -359,7 +381,9 @@ class Supervisor:
               python_path: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> Child:
         """Start ``python -P -m module args`` (through the boot code) as child ``name``.
 
-        ``python_path`` becomes ``PYTHONPATH`` (vizdist's root when ``None``);
+        ``python_path`` becomes ``PYTHONPATH``; when ``None``, a folder that holds only a link to the
+        vizdist package (so nothing else beside the package, say a planted ``argparse.py``, can shadow
+        the standard library or anything else in the child);
         ``-P`` keeps ``cwd`` off the import path. ``TMPDIR`` is the child's own folder (removed by
         :meth:`close`) and ``TF_FORCE_GPU_ALLOW_GROWTH`` is ``true`` unless the environment sets it.
         """
@@ -368,7 +392,7 @@ class Supervisor:
         # default); a caller's own setting wins. (TF's GPU guide: "Limiting GPU memory growth".)
         full_env.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
         full_env.update(env or {})
-        full_env["PYTHONPATH"] = os.pathsep.join(python_path if python_path is not None else [vizdist_root()])
+        full_env["PYTHONPATH"] = os.pathsep.join(python_path if python_path is not None else [str(self._import_dir())])
         full_env["PYTHONUNBUFFERED"] = "1"
         status = self.folder / f"status-{name}.txt"
         full_env[STATUS_ENV] = str(status)
@@ -377,12 +401,22 @@ class Supervisor:
         deathsig = "1" if threading.current_thread() is threading.main_thread() else "0"
         argv = [sys.executable, "-P", "-c", _BOOT, holder, str(os.getpid()), deathsig, module, *args]
         log = self.folder / f"log-{name}.txt"
-        with open(log, "wb") as fh:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(log, flags, 0o600)
+        with os.fdopen(fd, "wb") as fh:  # a new file: never one planted there, nor a link
             popen = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      env=full_env, cwd=cwd, start_new_session=True)
         child = Child(name, popen, log, status)
         self.children.append(child)
         return child
+
+    def _import_dir(self) -> Path:
+        """A folder in this supervisor's private folder holding only a link named ``vizdist`` to the package."""
+        folder = self.folder / "import"
+        if not folder.is_dir():
+            folder.mkdir()
+            (folder / "vizdist").symlink_to(Path(vizdist_root()) / "vizdist", target_is_directory=True)
+        return folder
 
     def _tmpdir(self, name: str) -> Path:
         """The child's own temporary folder, removed by :meth:`close`.

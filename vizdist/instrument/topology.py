@@ -28,6 +28,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from vizdist._files import write_file
+
 __all__ = [
     "listening", "network_meta", "read_listen_files", "service_network", "sockets", "tpu_meta", "write_listen_file",
 ]
@@ -113,9 +115,7 @@ def listening(pid: int | None = None) -> list[str]:
 def write_listen_file(folder: str | os.PathLike[str], task: str) -> None:
     """Write ``listen-<task>.json``: this process's :func:`sockets` (read by :func:`read_listen_files`)."""
     path = Path(folder) / f"listen-{task}.json"
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(sockets()), encoding="utf-8")
-    os.replace(tmp, path)
+    write_file(path, json.dumps(sockets()))
 
 
 def read_listen_files(folder: str | os.PathLike[str]) -> dict[str, dict[str, list[str]]]:

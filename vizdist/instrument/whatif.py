@@ -28,6 +28,8 @@ Example:
 
 from __future__ import annotations
 
+import shutil
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -200,6 +202,7 @@ def what_if_cluster(
     global_batch_size: int = 4,
     max_workers: int = 3,
     timeout: float = 180.0,
+    isolate: bool = True,
 ) -> WhatIf:
     """Cluster knobs: workers, auto-shard policy and global batch on a real multi-worker cluster.
 
@@ -216,6 +219,9 @@ def what_if_cluster(
         global_batch_size: the first global batch size (1 to 8).
         max_workers: the most workers the knob offers.
         timeout: wall-clock limit of each cluster run.
+        isolate: run the workers in a private network namespace (default; :class:`vizdist.IsolationError`
+            where the OS cannot make one). ``False`` runs them exposed: anyone who can reach this machine
+            can connect to their servers and run code in them while they run.
 
     Example:
         >>> w = vizdist.what_if_cluster(workers=2, shard_policy="FILE")   # doctest: +SKIP
@@ -223,16 +229,22 @@ def what_if_cluster(
     """
     from vizdist.analysis.sharding import POLICIES
     from vizdist.errors import TracingError
+    from vizdist.instrument.cluster import probe_namespace
     from vizdist.instrument.sharding import compare_shard_policies, write_text_files
 
-    if files is None:
+    if isolate:  # refuse now rather than at the first move of a knob
+        probe_namespace("what_if_cluster", opt_out="what_if_cluster(..., isolate=False)")
+    own = None
+    if files is None:  # written here, so removed here (by exact path) when the WhatIf goes
         import tempfile
 
-        files = write_text_files(tempfile.mkdtemp(prefix="vizdist-whatif-"), n_files=4, lines_per_file=4)
+        own = tempfile.mkdtemp(prefix="vizdist-whatif-")
+        files = write_text_files(own, n_files=4, lines_per_file=4)
 
     def run(*, workers: int, shard_policy: str, global_batch_size: int) -> Trace:
         cmp = compare_shard_policies(files, workers=workers, global_batch_size=global_batch_size,
-                                     policies=[shard_policy], timeout=timeout, progress=True)
+                                     policies=[shard_policy], timeout=timeout, progress=True,
+                                     isolate=isolate)
         if shard_policy in cmp.notes and shard_policy not in cmp.traces:
             raise ValueError(cmp.notes[shard_policy])
         if cmp.errors.get(shard_policy):
@@ -242,8 +254,20 @@ def what_if_cluster(
     knobs = [Knob("workers", "workers", "int", workers, options=(1, max(max_workers, workers)), slow=True),
              Knob("shard_policy", "auto-shard policy", "choice", shard_policy, options=POLICIES, slow=True),
              Knob("global_batch_size", "global batch", "int", global_batch_size, options=(1, 8), slow=True)]
-    return WhatIf(run, knobs, title="What if? Cluster knobs (each move starts real worker processes)",
-                  note=f"{len(files)} text files; replica r is worker r (one replica per worker on CPU).")
+    try:
+        w = WhatIf(run, knobs, title="What if? Cluster knobs (each move starts real worker processes)",
+                   note=f"{len(files)} text files; replica r is worker r (one replica per worker on CPU).")
+    except BaseException:
+        _remove(own)
+        raise
+    if own is not None:
+        weakref.finalize(w, _remove, own)
+    return w
+
+
+def _remove(folder: str | None) -> None:
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 #: The tf.data service knob: a sharding policy, named with its processing mode where it has one.
@@ -256,21 +280,27 @@ def what_if_service(
     workers: int = 2,
     sharding_policy: str = SERVICE_POLICIES[0],
     max_workers: int = 3,
+    isolate: bool = True,
 ) -> WhatIf:
     """tf.data service knobs: workers and sharding policy (processing mode), on a real service per run.
 
     Every move starts a :class:`~vizdist.instrument.service.LocalDataService` of ``workers`` worker
     processes, traces ``dataset`` through it and stops it. The picture is the split of the one
     consumer's stream; each element is labelled with the worker that made it (``5@w1``).
+    ``isolate`` is passed to the service (``False``: anyone who can reach this machine can connect to
+    its servers and run code in them while they run).
 
     Example:
         >>> w = vizdist.what_if_service(tf.data.Dataset.range(8))        # doctest: +SKIP
         >>> w.controls["sharding_policy"].value = "DATA"                  # doctest: +SKIP
     """
+    from vizdist.instrument.cluster import probe_namespace
     from vizdist.instrument.service import LocalDataService
 
+    if isolate:  # refuse now rather than at the first move of a knob
+        probe_namespace("what_if_service", opt_out="what_if_service(..., isolate=False)")
     def run(*, workers: int, sharding_policy: str) -> Trace:
-        with LocalDataService(workers=workers, progress=True) as service:
+        with LocalDataService(workers=workers, progress=True, isolate=isolate) as service:
             return service.trace(dataset, sharding_policy=sharding_policy.split()[0], progress=False)
 
     knobs = [Knob("workers", "workers", "int", workers, options=(1, max(max_workers, workers)), slow=True),

@@ -45,6 +45,8 @@ def plain_figure(fig: Any, *, limit: int = MAX_LABEL) -> Any:
     for artist in fig.findobj(Text):
         artist.set_parse_math(False)
         text = artist.get_text()
+        if "$" in text:  # matplotlib measures wrapped lines as math whatever parse_math says
+            artist.set_wrap(False)
         if len(text) > limit:
             artist.set_text(short(text, limit))
     for ax in fig.axes:

@@ -27,12 +27,15 @@ Example:
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
+
+from vizdist._files import write_file
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -185,12 +188,15 @@ def to_chrome_trace(trace: Trace, path: str | os.PathLike[str]) -> Path:
     p = Path(path)
     events, other = _events(trace)
     p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(p.name + ".tmp")
-    if p.name.lower().endswith(".gz"):
-        with gzip.open(tmp, "wt", encoding="utf-8") as fh:
-            _write(fh, events, other)
-    else:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            _write(fh, events, other)
-    os.replace(tmp, p)
-    return p
+    gz = p.name.lower().endswith(".gz")
+
+    def write(raw: BinaryIO) -> None:
+        out: BinaryIO = gzip.GzipFile(fileobj=raw, mode="wb") if gz else raw  # type: ignore[assignment]
+        text = io.TextIOWrapper(out, encoding="utf-8")
+        _write(text, events, other)
+        text.flush()
+        text.detach()  # write_file closes the file itself
+        if gz:
+            out.close()  # the gzip trailer; raw stays open
+
+    return write_file(p, write)

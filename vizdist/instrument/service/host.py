@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from vizdist._files import write_file
 from vizdist.errors import TracingError
 from vizdist.instrument.supervisor import POLL_S, report
 
@@ -36,9 +37,7 @@ def _start_dispatcher(cfg: dict[str, Any]) -> Any:
 
 
 def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_file(path, text)
 
 
 class _Progress:
@@ -75,8 +74,7 @@ def handle(job: Path, key: str) -> None:
         factories, unpack, meta["api"] = open_readers(dataset, plan, rebuild_strategy(req["strategy"]))
         trace = record(factories, unpack, meta, plan=plan, decode=lambda t: decode_tags(t, meta["tagging"]),
                        kill=_kill_worker(req["worker_pids"]), on_progress=_Progress(job / f"prog-{key}.txt"))
-        trace.save(job / f"res-{key}.tmp.json")
-        os.replace(job / f"res-{key}.tmp.json", job / f"res-{key}.json")
+        trace.save(job / f"res-{key}.json")  # atomic: the parent sees all of it or none
     except Exception as exc:
         partial = exc.partial_trace if isinstance(exc, TracingError) else None
         doc = {"type": type(exc).__name__, "message": str(exc),

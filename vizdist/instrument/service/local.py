@@ -12,12 +12,14 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from vizdist.errors import TracingError
-from vizdist.instrument.cluster import ISOLATION_HINT, IsolationWarning, start_namespace
+from vizdist._files import write_file
+from vizdist.errors import IsolationError, TracingError
+from vizdist.instrument.cluster import EXPOSURE, IsolationWarning, start_namespace
 from vizdist.instrument.service import inprocess, options, pipeline, registry
 from vizdist.instrument.service.consume import Plan
 from vizdist.instrument.supervisor import (
     Child,
+    Namespace,
     Supervisor,
     check_count,
     check_seconds,
@@ -61,7 +63,9 @@ class LocalDataService:
             worker shares this process's working directory, so vizdist cannot
             tell which worker produced an element (the ``worker`` column is
             -1 and ``trace.meta["worker_attribution"]`` says why), and the
-            servers cannot be isolated (an :class:`IsolationWarning` says so).
+            servers cannot be isolated: anyone who can reach this machine can
+            connect to them and run code in them while they run (an
+            :class:`IsolationWarning` says so unless ``isolate=False``).
         dispatcher: ``"host:port"`` (or ``"grpc://host:port"``) of a
             dispatcher you already run: vizdist then starts no dispatcher and
             no namespace (its workers and consumer must reach yours). To get
@@ -72,8 +76,12 @@ class LocalDataService:
         progress: show ``tqdm`` progress bars.
         isolate: (default) run the dispatcher, the workers and the consumer
             in one private network namespace with only loopback, so no other
-            machine (nor this one) can connect to the servers; ``False`` lets
-            them listen on every interface as TensorFlow does. Your own
+            machine (nor this one) can connect to the servers. Where the OS
+            cannot make one, :class:`vizdist.IsolationError` names the cause
+            and nothing starts (likewise for workers that must reach your
+            ``dispatcher``). ``False`` lets them listen on every interface as
+            TensorFlow does: anyone who can reach this machine can then
+            connect to them and run code in them while they run. Your own
             pipeline in this process (``distribute(..., service.target)``)
             needs ``False``: an isolated dispatcher is refused with an error
             (TensorFlow would wait for it forever). ``vizdist.trace_distribution``
@@ -119,11 +127,13 @@ class LocalDataService:
         self._host: Child | None = None
         self._workers: list[Child] = []
         self._local: inprocess.Servers | None = None
-        if self.external:
-            registry.check_reachable(self.address)
-        registry.install()
         _LIVE.add(self)
         try:
+            self._ns = self._namespace()  # refuses before any server starts
+            self.isolated = self._ns is not None
+            if self.external:
+                registry.check_reachable(self.address)
+            registry.install()
             self._start()
         except BaseException:
             self.close()
@@ -147,35 +157,43 @@ class LocalDataService:
             self.address = f"127.0.0.1:{ports[0]}"
         journal = str(self.work_dir / "dispatcher") if self.fault_tolerant else ""
         if self.in_process:
-            self._warn_in_process()
             self._local = inprocess.Servers.start(None if self.external else ports[0], self.address,
                                                   worker_ports, self.worker_addresses, journal)
             return
         self._start_processes(ports[0] if not self.external else 0, worker_ports, journal)
 
-    def _warn_in_process(self) -> None:
-        if self.isolate and (self.num_workers or not self.external):
-            warnings.warn(
-                "LocalDataService(in_process=True) runs the dispatcher and workers inside this process, "
-                "which vizdist cannot put in a private network namespace: they listen on every network "
-                f"interface ([::]:port). {ISOLATION_HINT.replace('allow', 'use in_process=False and allow')}",
-                IsolationWarning, stacklevel=4)
+    def _namespace(self) -> Namespace | None:
+        """The private namespace of the servers vizdist starts (``None`` where you opted out or none start).
+
+        Raises :class:`IsolationError` where ``isolate=True`` cannot be kept.
+        """
+        if not self.isolate:
+            return None
+        if self.in_process:
+            if self.num_workers or not self.external:
+                warnings.warn(
+                    "LocalDataService(in_process=True) runs the dispatcher and workers inside this process, "
+                    f"which vizdist cannot put in a private network namespace. {EXPOSURE} Use in_process=False "
+                    "to isolate them, or isolate=False to accept this on purpose (and silence this warning).",
+                    IsolationWarning, stacklevel=3)
+            return None
+        if self.external:
+            if self.num_workers:
+                raise IsolationError(
+                    "LocalDataService(dispatcher=..., workers=...): the workers vizdist would start must reach "
+                    f"your dispatcher, so they cannot be isolated; vizdist starts none. {EXPOSURE} Pass "
+                    "isolate=False to start them anyway, or workers=0 to use only your own workers.")
+            return None
+        return start_namespace("LocalDataService", True,
+                               opt_out="LocalDataService(isolate=False), or in_process=True")
 
     def _start_processes(self, port: int, worker_ports: list[int], journal: str) -> None:
-        isolate = self.isolate and not self.external
-        if self.isolate and self.external and self.num_workers:
-            warnings.warn(
-                "LocalDataService(dispatcher=...): the workers vizdist starts must reach your dispatcher, "
-                "so they are not isolated and listen on every network interface ([::]:port).",
-                IsolationWarning, stacklevel=4)
-        self._ns = start_namespace("LocalDataService", isolate)
-        self.isolated = self._ns is not None
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_ENABLE_ONEDNN_OPTS="0")
         sup = self._sup = Supervisor(temp_folder("vizdist-service-run-"), label="service",
                                      namespace=self._ns, env=env)
         cfg = {"port": port, "worker_addresses": self.worker_addresses, "journal": journal,
                "cpus": _cpu_count_configured()}
-        (sup.folder / "host.json").write_text(json.dumps(cfg), encoding="utf-8")
+        write_file(sup.folder / "host.json", json.dumps(cfg))
         self._host = sup.spawn("host", "vizdist.instrument.service.host", [str(sup.folder)])
         for i, p in enumerate(worker_ports):
             home = sup.folder / f"worker-{i}"  # private, neutral: only the worker-id file lives here

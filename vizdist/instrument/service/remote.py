@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
+from vizdist._files import write_file
 from vizdist.errors import TracingError
 from vizdist.instrument.service.consume import Plan
 from vizdist.instrument.service.pipeline import Pipeline, serialize
@@ -22,13 +22,11 @@ _HOST_GRACE_S = 60.0
 def _send(folder: Path, key: str, prepared: Pipeline, plan: Plan, meta: dict[str, Any],
           strategy: dict[str, Any] | None, workers: list[Child]) -> None:
     graph, spec = serialize(prepared.dataset)
-    (folder / f"req-{key}.graph").write_bytes(graph)
-    (folder / f"req-{key}.spec").write_bytes(spec)
+    write_file(folder / f"req-{key}.graph", graph)
+    write_file(folder / f"req-{key}.spec", spec)
     req = {"plan": dataclasses.asdict(plan), "meta": meta, "strategy": strategy,
            "worker_pids": [c.pid for c in workers]}
-    tmp = folder / f"req-{key}.json.tmp"
-    tmp.write_text(json.dumps(req), encoding="utf-8")
-    os.replace(tmp, folder / f"req-{key}.json")
+    write_file(folder / f"req-{key}.json", json.dumps(req))
 
 
 def _progress(folder: Path, key: str) -> int:

@@ -1,0 +1,165 @@
+"""Bounds and type checks on the tables of a trace read from a file (data nobody vetted).
+
+A trace file may come from anyone. Before vizdist builds on it, :func:`check_table` makes sure that a
+table has at most ``max_rows`` rows, at most ``max_lanes`` distinct replicas, workers and lanes (each
+is a row or lane of a view), no string longer than ``max_string`` characters, and that every column
+vizdist knows holds its type: a float ``1e20`` in an integer column, a string ``"false"`` in a bool
+column or a null in a text column vizdist never leaves empty is a :class:`TraceFormatError` naming the
+table, the column and the row. :class:`Limits` holds the bounds; ``load_trace(path, max_rows=...)``
+raises one for a real big trace.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from vizdist.errors import TraceFormatError
+
+__all__ = ["Limits", "OverLimit", "check_meta_counts", "check_rows", "check_table"]
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+#: Columns whose distinct values become rows or lanes of a view.
+LANE_COLUMNS = {"elements": ("replica", "worker"), "batches": ("replica", "worker"),
+                "events": ("lane", "replica", "worker")}
+
+
+class OverLimit(TraceFormatError):
+    """A trace file is bigger than a bound of :class:`Limits` (the message names the bound to raise)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What ``load_trace`` reads from one file at most; pass bigger ones for a real big trace.
+
+    Example:
+        >>> Limits(max_rows=50_000_000).max_rows
+        50000000
+        >>> Limits(max_rows=0)
+        Traceback (most recent call last):
+        ...
+        ValueError: max_rows must be a positive int; got 0.
+    """
+
+    max_bytes: int = 1 << 30  # bytes of JSON, after gunzip
+    max_rows: int = 10_000_000  # rows of one table
+    max_lanes: int = 10_000  # distinct replicas, workers or lanes of one table
+    max_string: int = 65_536  # characters of one string value
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{f.name} must be a positive int; got {value!r}.")
+
+
+def check_rows(table: str, rows: int, limits: Limits) -> None:
+    """:class:`OverLimit` when ``table`` has (or declares) more than ``limits.max_rows`` rows."""
+    if rows > limits.max_rows:
+        raise OverLimit(f"table {table!r} has {rows} rows, more than max_rows={limits.max_rows}; to read "
+                        f"a trace this big on purpose, pass load_trace(..., max_rows={rows})")
+
+
+#: Meta keys that count replicas, workers or other lanes of a view (checked against ``max_lanes``).
+COUNT_KEYS = ("num_replicas", "num_workers", "num_ps", "replicas_per_worker", "num_hosts", "cores_per_host",
+              "num_cores", "consumers", "num_consumers")
+
+
+def check_meta_counts(meta: Mapping[str, Any], limits: Limits) -> None:
+    """:class:`OverLimit` when a count in ``meta`` (say ``num_workers``) is above ``limits.max_lanes``."""
+    for key in COUNT_KEYS:
+        value = meta.get(key)
+        if isinstance(value, int) and value > limits.max_lanes:
+            raise OverLimit(f"meta key {key!r} is {value}, more than max_lanes={limits.max_lanes}; pass "
+                            f"load_trace(..., max_lanes={value}) to read it")
+
+
+def check_table(table: str, df: pd.DataFrame, types: Mapping[str, tuple[str, bool]], limits: Limits) -> None:
+    """Check ``df`` against ``limits`` and ``types`` (column -> (dtype, nulls allowed)); raise on the first fault."""
+    check_rows(table, len(df), limits)
+    for col, (dtype, nulls_ok) in types.items():
+        if col in df.columns:
+            _check_values(table, col, df[col], dtype, nulls_ok)
+    for col in LANE_COLUMNS.get(table, ()):
+        if col in df.columns and (n := df[col].nunique()) > limits.max_lanes:
+            raise OverLimit(f"table {table!r} column {col!r} has {n} distinct values, more than "
+                            f"max_lanes={limits.max_lanes}; pass load_trace(..., max_lanes={n}) to read it")
+    for col in df.columns:
+        _check_lengths(table, col, df[col], limits.max_string)
+
+
+def _check_values(table: str, col: str, s: pd.Series, dtype: str, nulls_ok: bool) -> None:
+    null = s.isna().to_numpy()
+    if not nulls_ok and null.any():
+        _fault(table, col, int(null.argmax()), "a null", dtype)
+    if _fast_ok(s, dtype):
+        return
+    ok = _VALID[dtype]
+    for row, value in enumerate(s.tolist()):
+        if not null[row] and not ok(value):
+            _fault(table, col, row, f"{type(value).__name__} {_short(value)}", dtype)
+
+
+def _fast_ok(s: pd.Series, dtype: str) -> bool:
+    """Whether ``s`` certainly holds ``dtype`` values (checked without a Python loop)."""
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        return dtype == "str" and all(isinstance(c, str) for c in s.cat.categories)
+    kind = s.dtype.kind
+    if dtype == "int64":
+        if kind == "f":
+            v = s.to_numpy()
+            whole = np.isfinite(v) & (v == np.floor(v)) & (v >= _INT64_MIN) & (v < 2.0**63)
+            return bool((np.isnan(v) | whole).all())  # nulls were checked above
+        return kind == "i" or (kind == "u" and (len(s) == 0 or int(s.max()) <= _INT64_MAX))
+    if dtype == "bool":
+        return kind == "b"
+    return kind in "OU" and pd.api.types.infer_dtype(s, skipna=True) in ("string", "empty")
+
+
+def _whole(v: Any) -> bool:
+    if isinstance(v, bool | np.bool_):
+        return False
+    if isinstance(v, int | np.integer):
+        return _INT64_MIN <= int(v) <= _INT64_MAX
+    return isinstance(v, float | np.floating) and math.isfinite(v) and float(v).is_integer() and \
+        _INT64_MIN <= v < 2.0**63
+
+
+_VALID: dict[str, Callable[[Any], bool]] = {
+    "int64": _whole,
+    "bool": lambda v: isinstance(v, bool | np.bool_),
+    "str": lambda v: isinstance(v, str),
+}
+_WANT = {"int64": "a whole number (int64)", "bool": "true or false", "str": "text"}
+
+
+def _fault(table: str, col: str, row: int, what: str, dtype: str) -> None:
+    raise TraceFormatError(f"table {table!r} column {col!r} row {row}: {what} where {_WANT[dtype]} belongs")
+
+
+def _check_lengths(table: str, col: str, s: pd.Series, limit: int) -> None:
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        s = s.cat.categories.to_series()
+        where = "a category"
+    elif s.dtype.kind in "OU":
+        where = "row {row}"
+    else:
+        return
+    try:
+        lengths = s.str.len().fillna(0).to_numpy()
+    except AttributeError:  # not all text: count the text only
+        lengths = s.map(lambda v: len(v) if isinstance(v, str) else 0).to_numpy()
+    if len(lengths) and (longest := int(lengths.max())) > limit:
+        row = int(lengths.argmax())
+        raise OverLimit(f"table {table!r} column {col!r} {where.format(row=row)} holds a string of {longest} "
+                        f"characters, more than max_string={limit}; pass load_trace(..., max_string={longest})")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
