@@ -165,6 +165,12 @@ Placement keys (``distribution`` / ``multi_worker``; written only when asked,
 - ``loss_scaling`` (list of :class:`LossScalingRow`) and
   ``loss_scaling_global_batch_size`` (int or null):
   :func:`vizdist.trace_loss_scaling`, one row per step.
+- ``datasets`` (list of dict) and ``passes`` (list of dict): a ``vizdist.record()`` block
+  (``api == "record"``). ``datasets`` holds each distributed dataset's own meta (the keys above,
+  plus ``phases``: the phases that read it); ``passes`` one row per pass that delivered data:
+  ``dataset``, ``phase``, ``epoch``, ``steps`` and ``first_step`` (the block's step number of its
+  first step). Its tables carry ``dataset``, ``phase``, ``epoch`` and ``epoch_step`` columns
+  (``vizdist.analysis.passes`` reads one pass at a time).
 - ``distributed_values`` (list of :class:`DistributedValuesMeta`):
   :func:`vizdist.trace_values` (and ``trace_distribution`` given a
   ``DistributedValues``): each component's ``replica``, ``device``, ``value``.
@@ -589,6 +595,9 @@ class DistributionMeta(CommonMeta, total=False):
     loss_scaling_global_batch_size: int | None
     distributed_values: list[DistributedValuesMeta]
     services: list[ServiceRead]
+    datasets: list[dict[str, Any]]
+    passes: list[dict[str, Any]]
+    phases: list[str]
     tpu: TPUMeta
 
 

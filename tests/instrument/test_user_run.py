@@ -158,6 +158,7 @@ def _step_log(tf, log: Log):
     return step
 
 
+@pytest.mark.filterwarnings("ignore:To make it possible to preserve tf.data options")  # TF's own, plain TF too
 def test_loop_inside_a_tf_function_over_the_dataset(tf, mirrored):
     """The custom-training tutorial's variant: the distributed dataset is the tf.function's argument."""
     log = Log()
@@ -251,7 +252,7 @@ def test_trace_distribution_inside_a_block_is_not_recorded_twice(tf, mirrored):
     assert t.ids(step=0, replica=0) == [0] and rec.trace.elements.empty
 
 
-@pytest.mark.filterwarnings("ignore::vizdist.instrument.cluster.IsolationWarning")
+@pytest.mark.filterwarnings("ignore:Your input ran out of data")  # Keras, for data of unknown length
 def test_fit_on_a_plain_tf_data_service(tf, keras, mirrored):
     """A dispatcher and a worker of plain TF in this process; the model reads through the service."""
     svc = tf.data.experimental.service
