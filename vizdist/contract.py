@@ -170,7 +170,7 @@ Placement keys (``distribution`` / ``multi_worker``; written only when asked,
   plus ``phases``: the phases that read it); ``passes`` one row per pass that delivered data:
   ``dataset``, ``phase``, ``epoch``, ``steps`` and ``first_step`` (the block's step number of its
   first step). Its tables carry ``dataset``, ``phase``, ``epoch`` and ``epoch_step`` columns
-  (``vizdist.analysis.passes`` reads one pass at a time).
+  (``vizdist.analysis.passes`` reads one pass at a time, each with ``phase`` (str) in its meta).
 - ``distributed_values`` (list of :class:`DistributedValuesMeta`):
   :func:`vizdist.trace_values` (and ``trace_distribution`` given a
   ``DistributedValues``): each component's ``replica``, ``device``, ``value``.
@@ -598,6 +598,7 @@ class DistributionMeta(CommonMeta, total=False):
     datasets: list[dict[str, Any]]
     passes: list[dict[str, Any]]
     phases: list[str]
+    phase: str
     tpu: TPUMeta
 
 

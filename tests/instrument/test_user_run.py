@@ -297,3 +297,16 @@ def test_multi_worker_loop_in_a_local_cluster():
         got = [[e[e["step"] == s]["source_id"].tolist()] for s in sorted(e["step"].unique())]
         assert got == shards[f"worker-{w}"]["raw"]
         assert set(e["replica"]) == {w} and set(e["phase"].astype(str)) == {"loop"}
+
+
+def test_empty_replica_in_fit_names_keras_rule(tf, keras, mirrored):
+    """22 examples in batches of 8: the last batch splits 2, 2, 2, 0. Plain Keras's loss stays finite
+    there (divide_no_nan), while a plain mean over the empty batch is NaN: the finding says both."""
+    model = _model(tf, keras, mirrored, Log())
+    with vizdist.record() as rec:
+        history = model.fit(_data(tf, seed=-1), epochs=1, verbose=0).history
+    assert np.isfinite(history["loss"]).all() and np.isnan(float(tf.reduce_mean(tf.zeros([0]))))
+    found = vizdist.diagnose(rec.trace)
+    empty = found[found["code"] == "empty-replica"]
+    assert len(empty) == 1 and "never NaN" in empty["message"].iloc[0] and "train epoch 0" in empty["message"].iloc[0]
+    assert empty["replicas"].iloc[0] == [3]

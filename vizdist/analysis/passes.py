@@ -72,4 +72,5 @@ def passes(trace: Trace, *, phases: tuple[str, ...] | None = None) -> Iterator[t
         bm, em = _mask(b, dataset, phase, epoch), _mask(e, dataset, phase, epoch)
         steps = np.unique(b.loc[bm, "step"].to_numpy()).tolist()
         info = {"dataset": int(dataset), "phase": phase, "epoch": int(epoch), "steps": steps}
-        yield info, Trace(elements=_one(e, em), batches=_one(b, bm), meta=_pass_meta(trace, int(dataset)))
+        meta = dict(_pass_meta(trace, int(dataset)), phase=phase)
+        yield info, Trace(elements=_one(e, em), batches=_one(b, bm), meta=meta)

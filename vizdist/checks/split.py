@@ -122,12 +122,25 @@ def empty_and_partial(trace: Trace) -> Iterator[Finding]:
 _BATCH_OPS = ("batch", "padded_batch", "ragged_batch", "rebatch")
 
 
+_KERAS_PHASES = ("train", "validation", "evaluate", "predict")
+
+
+def _empty_tail(meta: dict[str, Any]) -> str:
+    """What a 0-sized replica batch does to the loss: Keras's own rule where Keras ran the step."""
+    if meta.get("phase") in _KERAS_PHASES:
+        return ("TF still runs the step there on a 0-sized batch. Keras 3 divides that replica's loss by its batch "
+                "size with divide_no_nan and weighs its loss metric by batch size (keras/src/losses/loss.py, "
+                "reduce_values), so the empty replica adds 0 and counts for nothing, never NaN; a mean of your own "
+                "(tf.reduce_mean in a custom metric or loss) over that batch would be NaN.")
+    return ("TF still runs the step there on a 0-sized batch, so per-replica means become NaN unless the loss "
+            "divides by the global batch.")
+
+
 def _empty_message(meta: dict[str, Any], step: int, values: dict[int, int], drop_hint: str, g: int | None) -> str:
     """Why replicas got an empty batch at ``step`` (replica -> elements), and the fix."""
     empty = [r for r, v in values.items() if v == 0]
     head = f"At step {step}, {'replica' if len(empty) == 1 else 'replicas'} {_names(empty)} got an empty batch: "
-    tail = ("TF still runs the step there on a 0-sized batch, so per-replica means become NaN unless the loss "
-            "divides by the global batch.")
+    tail = _empty_tail(meta)
     per_fn = meta.get("api") in _PER_PIPELINE
     nested = _nested_batches(meta) if per_fn else []
     if nested:
