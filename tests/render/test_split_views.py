@@ -109,3 +109,12 @@ def test_show_rejects_non_traces():
         vizdist.show({"not": "a trace"})
     with pytest.raises(TypeError, match=r"takes a vizdist.Trace"):
         vizdist.plot_split([])
+
+
+def test_ids_by_content_are_labelled_on_the_figure_itself():
+    t = trace_10_over_4()
+    exact = vizdist.plot_split(t).axes[0].get_title()
+    t.meta["provenance"] = "fingerprint"
+    fig = vizdist.plot_split(t)
+    assert "ids by content" in fig.axes[0].get_title() and "ids by content" not in exact
+    assert "ids by content" in split_layout(t)["title"]

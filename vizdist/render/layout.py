@@ -149,4 +149,13 @@ def _title(trace: Trace) -> str:
         parts.append(f"global batch {m['global_batch_size']}")
     if m.get("api"):
         parts.append(str(m["api"]))
-    return " · ".join(parts)
+    note = _PROVENANCE_LABELS.get(str(m.get("provenance", "")))
+    return " · ".join(parts) + (f"\n{note}" if note else "")
+
+
+#: What the numbers in the cells are, said on the picture itself where they are not exact source ids.
+_PROVENANCE_LABELS = {
+    "fingerprint": "ids by content: equal values share an id, numbered in order of first arrival (not source positions)",
+    "positional": "ids number an output position (a transformation vizdist cannot see through), not source elements",
+    "ambiguous": "ids are exact, but repetitions of a source element cannot be told apart",
+}
