@@ -14,10 +14,10 @@ Two entry points:
 The parts of :func:`trace_distribution`, one job each: checking the
 arguments (``_check_*``), building the distributed dataset
 (:func:`_distribute_dataset`, :func:`_distribute_function`), the loop
-(:class:`_Loop`, run in a thread the caller waits on with bounded joins, so
+(:class:`Loop`, run in a thread the caller waits on with bounded joins, so
 ``timeout=`` and Ctrl-C always land), reading one step into the one row
 builder (:class:`StepReader` -> :class:`~vizdist.instrument.record.Recorder`)
-and the metadata (:func:`base_meta`, :func:`_finish_meta`).
+and the metadata (:func:`base_meta`, :func:`finish_meta`).
 """
 
 from __future__ import annotations
@@ -53,9 +53,9 @@ from vizdist.instrument.tagging import (
 )
 from vizdist.trace import Trace
 
-__all__ = ["DEFAULT_MAX_STEPS", "ITERATIONS", "StepReader", "TaggingFn", "Watch", "base_meta", "input_meta", "options_dict",
-           "tag_global",
-           "trace_distribution", "watch"]
+__all__ = ["DEFAULT_MAX_STEPS", "ITERATIONS", "Input", "Loop", "StepReader", "TaggingFn", "Watch", "base_meta",
+           "check_count", "finish_meta", "input_meta", "options_dict", "progress_bar", "result_json", "tag_global",
+           "trace_distribution", "watch", "wrap_tf_error"]
 
 ITERATIONS = ("for", "get_next", "get_next_as_optional")
 #: Safety stop for data whose end TF cannot see (endless or of unknown cardinality) when ``steps`` is None.
@@ -104,7 +104,7 @@ def _check_dataset(dataset: Any, what: str = "dataset") -> tf.data.Dataset:
     )
 
 
-def _check_count(value: Any, name: str, *, none: str = "") -> int | None:
+def check_count(value: Any, name: str, *, none: str = "") -> int | None:
     """A whole number of steps >= 1 (None allowed when ``none`` says what it means)."""
     if value is None and none:
         return None
@@ -150,7 +150,7 @@ def _check_call(strategy: Any, dataset: Any, dataset_fn: Any, options: Any, step
 # building the distributed dataset
 # ---------------------------------------------------------------------------
 @dataclass
-class _Input:
+class Input:
     """The distributed dataset and what vizdist learnt building it."""
 
     dist: Any
@@ -161,7 +161,7 @@ class _Input:
     ids_in_values: bool = False  # tagged, but each value is its own tag: the user's dataset runs as built
 
 
-def _wrap_tf_error(exc: BaseException, strategy: tf.distribute.Strategy, what: str) -> TracingError:
+def wrap_tf_error(exc: BaseException, strategy: tf.distribute.Strategy, what: str) -> TracingError:
     """A TF error while building or reading the distributed dataset, with TF's whole message."""
     from vizdist.instrument.placement import explain_placement_error
 
@@ -186,7 +186,7 @@ def _cardinality(ds: Any) -> int | None:
 
 
 def tag_global(strategy: Any, dataset: Any, steps: int | None, *, ids_in_values: bool = False,
-               endless_ok: bool = False) -> tuple[tf.data.Dataset, _Input]:
+               endless_ok: bool = False) -> tuple[tf.data.Dataset, Input]:
     """The dataset to distribute (tagged, or as built when it cannot be tagged) and what vizdist learnt.
 
     ``ids_in_values``: where every value is its own tag (:func:`values_are_ids`), distribute the
@@ -217,16 +217,16 @@ def tag_global(strategy: Any, dataset: Any, steps: int | None, *, ids_in_values:
         meta["shard_policy"] = dataset.options().experimental_distribute.auto_shard_policy.name
     meta.update(global_batch_size=info.get("global_batch_size"), input_contexts=[],
                 element_spec=str(dataset.element_spec))
-    return ds, _Input(None, info, tagged is not None, _cardinality(ds), meta, ids_in_values=in_values)
+    return ds, Input(None, info, tagged is not None, _cardinality(ds), meta, ids_in_values=in_values)
 
 
-def _distribute_dataset(strategy: tf.distribute.Strategy, dataset: Any, options: Any, steps: int | None) -> _Input:
+def _distribute_dataset(strategy: tf.distribute.Strategy, dataset: Any, options: Any, steps: int | None) -> Input:
     """``experimental_distribute_dataset`` over the tagged dataset (content ids when it cannot be tagged)."""
     ds, inp = tag_global(strategy, dataset, steps, ids_in_values=True)
     try:
         inp.dist = strategy.experimental_distribute_dataset(ds, options)
     except (ValueError, TypeError, IndexError, tf.errors.OpError) as exc:
-        raise _wrap_tf_error(exc, strategy, "distributing the dataset") from exc
+        raise wrap_tf_error(exc, strategy, "distributing the dataset") from exc
     return inp
 
 
@@ -274,16 +274,16 @@ class TaggingFn:
 
 
 def _distribute_function(strategy: tf.distribute.Strategy, dataset_fn: Callable[..., Any], options: Any,
-                         steps: int | None) -> _Input:
+                         steps: int | None) -> Input:
     """``distribute_datasets_from_function`` with every pipeline tagged and its InputContext recorded."""
     traced_fn = TaggingFn(dataset_fn, steps)
     try:
         with service_registry.one_run():  # pipelines that share a tf.data service job share it traced
             dist = strategy.distribute_datasets_from_function(traced_fn, options)
     except tf.errors.OpError as exc:
-        raise _wrap_tf_error(exc, strategy, "distributing the dataset") from exc
+        raise wrap_tf_error(exc, strategy, "distributing the dataset") from exc
     info, meta, known = traced_fn.summary(strategy)
-    return _Input(dist, info, True, known, meta)
+    return Input(dist, info, True, known, meta)
 
 
 # ---------------------------------------------------------------------------
@@ -309,7 +309,7 @@ def _to_json(value: Any) -> Any:
     return repr(value)
 
 
-def _result_json(value: Any) -> str:
+def result_json(value: Any) -> str:
     """JSON of one replica's step result (a scalar tensor, the usual case, without the general walk)."""
     if type(value).__name__ == "EagerTensor" and value._shape_tuple() == ():
         item = value.numpy().item()
@@ -392,7 +392,7 @@ class StepReader:
             kw: dict[str, Any] = dict(
                 device=device, replica_device=self.devices[r] if r < len(self.devices) else device,
                 shape=self._shape(first), dtype=first.dtype.name if hasattr(first, "dtype") else "",
-                result=_result_json(results[r]) if results is not None else "")
+                result=result_json(results[r]) if results is not None else "")
             if local_tags is not None:
                 total += self.rec.add(step, self.replica_offset + r, tags=local_tags[r].numpy(), **kw)
             else:
@@ -460,7 +460,7 @@ def _iterate(dist: Any, iteration: str) -> Iterator[Any]:
             yield opt.get_value()
 
 
-def _progress(total: int | None, enabled: bool | None) -> Any:
+def progress_bar(total: int | None, enabled: bool | None) -> Any:
     from tqdm.auto import tqdm
 
     # By default a bar shows only for runs known to be long (>= 200 steps), decided up front
@@ -488,7 +488,7 @@ def _timed_step_fn(step_fn: Callable[..., Any], timer: Any, step: list[int]) -> 
     return timed
 
 
-class _Loop:
+class Loop:
     """Iterates like a training loop, in a thread the caller waits on (:meth:`run_bounded`).
 
     After it ends, ``stopped`` says why (``end_of_data``, ``steps``,
@@ -639,7 +639,7 @@ def base_meta(strategy: tf.distribute.Strategy, api: str) -> dict[str, Any]:
     }
 
 
-def input_meta(inp: _Input, dist: Any) -> dict[str, Any]:
+def input_meta(inp: Input, dist: Any) -> dict[str, Any]:
     info = inp.info
     meta = dict(inp.meta)
     meta.update(
@@ -716,7 +716,7 @@ def _global_step_totals(strategy: tf.distribute.Strategy, reader: StepReader, n_
         return None
 
 
-def _partial_rule(strategy: tf.distribute.Strategy, reader: StepReader, loop: _Loop,
+def _partial_rule(strategy: tf.distribute.Strategy, reader: StepReader, loop: Loop,
                   global_batch: int | None) -> tuple[int | None, np.ndarray | None]:
     """(batch size, per-step totals) to mark ``partial`` with: global when all workers can be summed."""
     if not global_batch or num_workers(strategy) <= 1:
@@ -729,7 +729,7 @@ def _partial_rule(strategy: tf.distribute.Strategy, reader: StepReader, loop: _L
     return global_batch * len(reader.devices) // int(strategy.num_replicas_in_sync), None
 
 
-def _finish_meta(meta: dict[str, Any], reader: StepReader, loop: _Loop, timeout: float | None) -> dict[str, Any]:
+def finish_meta(meta: dict[str, Any], reader: StepReader, loop: Loop, timeout: float | None) -> dict[str, Any]:
     meta = dict(meta)
     if not reader.tagged:
         meta["provenance_note"] = (meta.get("provenance_note", "") + "; " + reader.provenance_note()).lstrip("; ")
@@ -742,14 +742,14 @@ def _finish_meta(meta: dict[str, Any], reader: StepReader, loop: _Loop, timeout:
     return meta
 
 
-def _trace(strategy: tf.distribute.Strategy, reader: StepReader, loop: _Loop, meta: dict[str, Any],
+def _trace(strategy: tf.distribute.Strategy, reader: StepReader, loop: Loop, meta: dict[str, Any],
            events: Any = None) -> Trace:
     batch, totals = _partial_rule(strategy, reader, loop, meta.get("global_batch_size"))
     elements, batches = reader.rec.tables(global_batch_size=batch, totals=totals, release=True)
     return Trace(elements=elements, batches=batches, events=events, meta=meta)
 
 
-def _raise_failure(loop: _Loop, strategy: tf.distribute.Strategy, partial: Trace) -> None:
+def _raise_failure(loop: Loop, strategy: tf.distribute.Strategy, partial: Trace) -> None:
     """Re-raise what stopped the loop, with the partial trace attached.
 
     The user's own step error is raised as itself (any type, TF's message
@@ -764,7 +764,7 @@ def _raise_failure(loop: _Loop, strategy: tf.distribute.Strategy, partial: Trace
             exc.add_note(f"vizdist: raised by step_fn at step {loop.steps_run}; the {loop.steps_run} steps "
                          "recorded before it are in this exception's .partial_trace")
         raise exc
-    err = _wrap_tf_error(exc, strategy, "reading the distributed dataset")
+    err = wrap_tf_error(exc, strategy, "reading the distributed dataset")
     err.partial_trace = partial
     raise err from exc
 
@@ -865,8 +865,8 @@ def trace_distribution(
             options=options, steps=steps, step_fn=step_fn, iteration=iteration, max_steps=max_steps,
             progress=progress, timing=timing, timeout=timeout)
     strategy = _check_call(strategy, dataset, dataset_fn, options, step_fn, iteration, timing, timeout)
-    steps = _check_count(steps, "steps", none="for all")
-    max_steps = _check_count(max_steps, "max_steps")  # type: ignore[assignment]
+    steps = check_count(steps, "steps", none="for all")
+    max_steps = check_count(max_steps, "max_steps")  # type: ignore[assignment]
     api = "experimental_distribute_dataset" if dataset is not None else "distribute_datasets_from_function"
     meta = base_meta(strategy, api)
     meta.update(iteration=iteration, options=options_dict(options), steps_requested=steps)
@@ -885,7 +885,7 @@ def trace_distribution(
                    progress=progress, timing=timing, timeout=timeout)
 
 
-def _record(strategy: tf.distribute.Strategy, inp: _Input, reader: StepReader, meta: dict[str, Any], *,
+def _record(strategy: tf.distribute.Strategy, inp: Input, reader: StepReader, meta: dict[str, Any], *,
             steps: int | None, cap: int | None, step_fn: Any, iteration: str, progress: bool | None,
             timing: bool | int, timeout: float | None) -> Trace:
     """Run the loop (with the timing instruments when asked) and build the trace, or raise with it."""
@@ -893,17 +893,16 @@ def _record(strategy: tf.distribute.Strategy, inp: _Input, reader: StepReader, m
     if timing is not False:
         from vizdist.instrument.timing import TimingRecorder
 
-        timer = TimingRecorder(worker=reader.worker)
-        timer.replica_offset = reader.replica_offset  # type: ignore[attr-defined]
-    loop = _Loop(strategy, reader, steps=steps, cap=cap, step_fn=step_fn, iteration=iteration, timer=timer)
-    bar = _progress(steps if steps is not None else inp.known_steps, progress)
+        timer = TimingRecorder(worker=reader.worker, replica_offset=reader.replica_offset)
+    loop = Loop(strategy, reader, steps=steps, cap=cap, step_fn=step_fn, iteration=iteration, timer=timer)
+    bar = progress_bar(steps if steps is not None else inp.known_steps, progress)
     try:
         with contextlib.ExitStack() as stack:
             cap_ctx = _profiler(stack, timer, timing, reader, strategy)
             loop.run_bounded(inp.dist, timeout=timeout, bar=bar)
     finally:
         bar.close()
-    meta = _finish_meta(meta, reader, loop, timeout)
+    meta = finish_meta(meta, reader, loop, timeout)
     events = None
     if timer is not None and loop.error is None:
         from vizdist.instrument.timing import timing_events
@@ -915,7 +914,7 @@ def _record(strategy: tf.distribute.Strategy, inp: _Input, reader: StepReader, m
     return finished_trace(strategy, reader, loop, meta, cap=cap, events=events)
 
 
-def finished_trace(strategy: Any, reader: StepReader, loop: _Loop, meta: dict[str, Any], *, cap: int | None,
+def finished_trace(strategy: Any, reader: StepReader, loop: Loop, meta: dict[str, Any], *, cap: int | None,
                    events: Any = None) -> Trace:
     """The trace of a finished loop; raises what stopped it (with the partial trace) if it did not end well."""
     trace = _trace(strategy, reader, loop, meta, events)

@@ -61,20 +61,20 @@ from vizdist.errors import TracingError, release_frames
 from vizdist.instrument.cluster import pickle_job
 from vizdist.instrument.distribution import (
     DEFAULT_MAX_STEPS,
+    Input,
+    Loop,
     StepReader,
     TaggingFn,
-    _check_count,
-    _finish_meta,
-    _Input,
-    _Loop,
-    _progress,
-    _result_json,
-    _wrap_tf_error,
     base_meta,
+    check_count,
+    finish_meta,
     finished_trace,
     input_meta,
     per_replica,
+    progress_bar,
+    result_json,
     tag_global,
+    wrap_tf_error,
 )
 from vizdist.instrument.supervisor import Supervisor, temp_folder
 from vizdist.instrument.tagging import untag
@@ -175,29 +175,29 @@ def _graph_of(dataset: Any, session: Any) -> tf.Graph | None:
 # ---------------------------------------------------------------------------
 # the iterator and one step of it
 # ---------------------------------------------------------------------------
-def _make_iterator(strategy: Any, dataset: Any, input_fn: Any, steps: int | None) -> _Input:
-    """TF1's iterator over the tagged pipeline (``_Input.dist`` is the iterator)."""
+def _make_iterator(strategy: Any, dataset: Any, input_fn: Any, steps: int | None) -> Input:
+    """TF1's iterator over the tagged pipeline (``Input.dist`` is the iterator)."""
     with warnings.catch_warnings():
         # graph mode: TF's own input code reads dataset.options() and warns that it does so the legacy way
         warnings.filterwarnings("ignore", message="To make it possible to preserve tf.data options")
         return _make_iterator_quietly(strategy, dataset, input_fn, steps)
 
 
-def _make_iterator_quietly(strategy: Any, dataset: Any, input_fn: Any, steps: int | None) -> _Input:
+def _make_iterator_quietly(strategy: Any, dataset: Any, input_fn: Any, steps: int | None) -> Input:
     if dataset is not None:
         ds, inp = tag_global(strategy, dataset, steps)
         try:
             inp.dist = strategy.make_dataset_iterator(ds)
         except (ValueError, TypeError, IndexError, tf.errors.OpError) as exc:
-            raise _wrap_tf_error(exc, strategy, "making the dataset iterator") from exc
+            raise wrap_tf_error(exc, strategy, "making the dataset iterator") from exc
         return inp
     fn = TaggingFn(input_fn, steps, "input_fn")
     try:
         it = strategy.make_input_fn_iterator(fn)
     except tf.errors.OpError as exc:
-        raise _wrap_tf_error(exc, strategy, "making the input_fn iterator") from exc
+        raise wrap_tf_error(exc, strategy, "making the input_fn iterator") from exc
     info, meta, known = fn.summary(strategy)
-    return _Input(it, info, True, known, meta)
+    return Input(it, info, True, known, meta)
 
 
 class _Feed:
@@ -327,7 +327,7 @@ class _GraphFeed(_Feed):
             kw: dict[str, Any] = dict(
                 device=device, replica_device=reader.devices[r] if r < len(reader.devices) else device,
                 shape=_shape_text(self.firsts[r], got["rows"][r]), dtype=self.firsts[r].dtype.name,
-                result=_result_json(self._result(r, got["results"][r])) if "results" in got else "")
+                result=result_json(self._result(r, got["results"][r])) if "results" in got else "")
             if self.tagged:
                 reader.rec.add(step, reader.replica_offset + r, tags=got["tags"][r], **kw)
             else:
@@ -335,7 +335,7 @@ class _GraphFeed(_Feed):
                 reader.rec.add(step, reader.replica_offset + r, ids=ids, **kw)
 
 
-class _TF1Loop(_Loop):
+class _TF1Loop(Loop):
     """The bounded loop of ``trace_distribution`` (thread, ``timeout``, Ctrl-C) over a :class:`_Feed`."""
 
     def _run(self, feed: Any, bar: Any) -> None:
@@ -444,8 +444,8 @@ def trace_tf1(
     _check_input(dataset, input_fn)
     _check_session(session, not tf.executing_eagerly())
     _check_knobs(step_fn, timeout)
-    steps = _check_count(steps, "steps", none="for all")
-    max_steps = _check_count(max_steps, "max_steps")  # type: ignore[assignment]
+    steps = check_count(steps, "steps", none="for all")
+    max_steps = check_count(max_steps, "max_steps")  # type: ignore[assignment]
     graph = _graph_of(dataset, session)
     with deprecation.silence():
         return _trace_tf1(strategy, dataset, input_fn, step_fn, steps, session, graph, max_steps=max_steps,
@@ -472,7 +472,7 @@ def _trace_tf1(strategy: Any, dataset: Any, input_fn: Any, step_fn: Any, steps: 
             feed = _EagerFeed(strategy, inp.dist, tagged=inp.tagged, step_fn=step_fn)
         cap = max_steps if steps is None and inp.known_steps is None else None
         loop = _TF1Loop(strategy, reader, steps=steps, cap=cap, step_fn=None, iteration="get_next")
-        bar = _progress(steps if steps is not None else inp.known_steps, progress)
+        bar = progress_bar(steps if steps is not None else inp.known_steps, progress)
         try:
             loop.run_bounded(feed, timeout=timeout, bar=bar)
         finally:
@@ -482,7 +482,7 @@ def _trace_tf1(strategy: Any, dataset: Any, input_fn: Any, step_fn: Any, steps: 
             inp.dist = None  # the loop has ended: TF's iterator goes now, not in a later garbage collection
             if own:
                 session.close()  # a run still blocked in TF after a timeout keeps its session
-    meta = _finish_meta(meta, reader, loop, timeout)
+    meta = finish_meta(meta, reader, loop, timeout)
     return finished_trace(strategy, reader, loop, meta, cap=cap)
 
 

@@ -107,10 +107,12 @@ class TimingRecorder:
         self,
         *,
         worker: int = 0,
+        replica_offset: int = 0,
         clock: Callable[[], int] = time.perf_counter_ns,
         anchor: dict[str, int] | None = None,
     ) -> None:
         self.worker = int(worker)
+        self.replica_offset = int(replica_offset)  # global id of this process's first replica
         self._clock = clock
         self.anchor = dict(anchor) if anchor is not None else _clock_anchor()
         self._offset = int(self.anchor["unix_ns"]) - int(self.anchor["perf_counter_ns"])
