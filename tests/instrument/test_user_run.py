@@ -310,3 +310,36 @@ def test_empty_replica_in_fit_names_keras_rule(tf, keras, mirrored):
     empty = found[found["code"] == "empty-replica"]
     assert len(empty) == 1 and "never NaN" in empty["message"].iloc[0] and "train epoch 0" in empty["message"].iloc[0]
     assert empty["replicas"].iloc[0] == [3]
+
+
+def _mwms_fit(ctx, record: bool):
+    import keras
+    import tensorflow as tf
+
+    strategy = ctx.multi_worker_strategy()
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+        model.compile("sgd", "mse", jit_compile=False)
+    x = np.arange(16, dtype="float32").reshape(-1, 1)
+    ds = tf.data.Dataset.from_tensor_slices((x, x)).batch(4)
+    try:
+        if record:
+            with vizdist.record():
+                model.fit(ds, epochs=1, verbose=0)
+        else:
+            model.fit(ds, epochs=1, verbose=0)
+    except Exception as exc:  # what plain TF / Keras raised, kept as text for the test
+        return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"}
+    return {"error": ""}
+
+
+@pytest.mark.slow
+def test_multi_worker_fit_fails_in_plain_keras_and_record_shows_the_same_error():
+    """keras-team/keras#20585: MultiWorkerMirroredStrategy + fit fails in TF 2.21 / Keras 3 without vizdist."""
+    errors = {}
+    for record in (False, True):
+        with vizdist.LocalCluster(workers=2, timeout=180, progress=False) as cluster:
+            trace = cluster.run(_mwms_fit, record)
+        errors[record] = {task: r["error"] for task, r in trace.meta["results"].items()}
+    assert errors[False] == errors[True]
+    assert all(e.startswith("ValueError: Attempt to convert a value") for e in errors[False].values())
