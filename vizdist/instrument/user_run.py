@@ -169,6 +169,7 @@ class Recording:
         self.step_in_pass: list[int] = []
         self.active = False
         self.ended = False
+        self.notes: list[str] = []  # what was not recorded, and why (goes to meta["note"])
         self._current: dict[int, int] = {}  # dataset index -> its latest pass
         self._lock = threading.Lock()
         self._saved: dict[str, Any] = {}
@@ -227,12 +228,12 @@ class Recording:
             return original(strategy, dataset, options)  # TF says what is wrong, unchanged
         try:
             ds, inp = tag_global(strategy, dataset, None, ids_in_values=True, endless_ok=True)
-        except ValueError:  # e.g. not batched over several replicas: TF's own error, unchanged
-            return original(strategy, dataset, options)
+            dist = original(strategy, ds, options)
+        except Exception as exc:  # the user's run goes on as written, unrecorded; TF's own errors stay TF's
+            return self._unrecorded(exc, lambda: original(strategy, dataset, options))
         meta = base_meta(strategy, "experimental_distribute_dataset")
         meta["options"] = _options(options)
         sink = self._new_dataset(strategy, inp.info, meta, tagged=inp.tagged, ids_in_values=inp.ids_in_values)
-        dist = original(strategy, ds, options)
         inp.dist = dist
         if isinstance(dist, tf.data.Dataset):  # the default strategy hands the dataset itself to its replica
             values = dataset if inp.ids_in_values or not inp.tagged else ds.map(lambda e: e["value"])
@@ -246,8 +247,11 @@ class Recording:
         if not callable(dataset_fn):
             return original(strategy, dataset_fn, options)
         traced_fn = TaggingFn(dataset_fn, None, endless_ok=True)
-        with service_registry.one_run():
-            dist = original(strategy, traced_fn, options)
+        try:
+            with service_registry.one_run():
+                dist = original(strategy, traced_fn, options)
+        except Exception as exc:
+            return self._unrecorded(exc, lambda: original(strategy, dataset_fn, options))
         info, fn_meta, _ = traced_fn.summary(strategy)
         meta = base_meta(strategy, "distribute_datasets_from_function")
         meta.update(fn_meta, options=_options(options))
@@ -255,6 +259,17 @@ class Recording:
         if isinstance(dist, tf.data.Dataset):
             return recorded_input.plain(dist, dist.map(lambda e: e["value"]), sink)
         return recorded_input.recorded(dist, sink)
+
+    def _unrecorded(self, exc: BaseException, plain: Any) -> Any:
+        """vizdist could not distribute a tagged copy: do what the user's code asked, untouched, and say so.
+
+        If TF refuses the user's own dataset too, that (TF's) error is what the user sees.
+        """
+        result = plain()
+        self.notes.append(f"a dataset distributed in the block was not recorded: vizdist could not follow it "
+                          f"({type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}); "
+                          "your code ran on it unchanged")
+        return result
 
     def _new_dataset(self, strategy: Any, info: dict[str, Any], meta: dict[str, Any], *, tagged: bool,
                      ids_in_values: bool) -> DatasetRecord:
@@ -387,13 +402,16 @@ def build_trace(rec: Recording) -> Trace:
 
 def _block_meta(rec: Recording, metas: list[dict[str, Any]], passes: list[dict[str, Any]]) -> dict[str, Any]:
     if not rec.datasets:
+        note = ("nothing was distributed inside the block: build or distribute the dataset inside "
+                "`with vizdist.record():` (Keras fit/evaluate/predict do it for you)")
         return {"kind": "distribution", "api": "record", "datasets": [], "passes": [], "steps_run": 0,
-                "note": "nothing was distributed inside the block: build or distribute the dataset inside "
-                        "`with vizdist.record():` (Keras fit/evaluate/predict do it for you)"}
+                "note": "; ".join([note, *rec.notes])}
     meta = dict(metas[0]) if len(metas) == 1 else {k: metas[0][k] for k in (
         "kind", "strategy", "num_replicas", "devices", "tf_version", "host", "gpus", "num_workers") if k in metas[0]}
     meta.update(api="record", datasets=metas, passes=passes, steps_run=len(rec.step_pass), stopped="end_of_block",
                 worker=rec.datasets[0].reader.worker)
     if any(not d.tagged for d in rec.datasets):
         meta["provenance"] = "fingerprint"
+    if rec.notes:
+        meta["note"] = "; ".join([str(meta["note"])] * bool(meta.get("note")) + rec.notes)
     return meta
