@@ -360,3 +360,19 @@ def test_a_dataset_fn_vizdist_cannot_follow_runs_unchanged_and_is_named(tf, mirr
         got = values(mirrored.distribute_datasets_from_function(fn))
     assert got == plain
     assert rec.trace.elements.empty and "was not recorded" in rec.trace.meta["note"]
+
+
+def test_placement_under_record_shows_the_users_step_on_each_replica(tf, mirrored):
+    @tf.function
+    def step(x):
+        return tf.reduce_sum(tf.cast(x, tf.float32) * 2.0)
+
+    with vizdist.record(placement="NO_TENSOR") as rec:
+        for x in mirrored.experimental_distribute_dataset(tf.data.Dataset.range(8).batch(4)):
+            mirrored.run(step, args=(x,))
+    ops = rec.trace.meta["placement"]["ops"]
+    mul_devices = {o["device"] for o in ops if o.get("op_type") == "Mul"}
+    want = {d.split("device:")[-1] for d in mirrored.extended.worker_devices}
+    assert {d.split("device:")[-1] for d in mul_devices} == want
+    with pytest.raises(ValueError, match="placement must be"):
+        vizdist.record(placement="yes")

@@ -162,7 +162,10 @@ class Recording:
     :class:`~vizdist.trace.Trace` of everything distributed inside the block.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, placement: bool | str = False) -> None:
+        self.placement_mode = placement
+        self._placer: Any = None
+        self.placement: dict[str, Any] | None = None
         self.datasets: list[DatasetRecord] = []
         self.passes: list[dict[str, Any]] = []  # serial -> {"dataset", "phase", "steps"}
         self.step_pass: list[int] = []  # global step -> pass serial
@@ -188,14 +191,33 @@ class Recording:
             _active = self
             self._patch()
         self.active = True
+        if self.placement_mode:
+            self._start_placement()
         return self
 
     def __exit__(self, *exc: Any) -> None:
         global _active
         self.active, self.ended = False, True
-        with _patch_lock:
-            self._unpatch()
-            _active = None
+        try:
+            if self._placer is not None:
+                self._placer.__exit__(*exc)
+                self.placement = self._placer.placement()
+        finally:
+            with _patch_lock:
+                self._unpatch()
+                _active = None
+
+    def _start_placement(self) -> None:
+        """TF's debugger on for the whole block: where every op of the user's run executed."""
+        from vizdist.instrument.placement import PlacementRecorder
+
+        try:
+            placer = PlacementRecorder(mode="CURT_HEALTH" if self.placement_mode is True else str(self.placement_mode))
+            placer.__enter__()
+        except BaseException:
+            self.__exit__(None, None, None)  # no recorder yet: only the patches go
+            raise
+        self._placer = placer
 
     def _patch(self) -> None:
         base = distribute_lib.StrategyBase
@@ -276,6 +298,8 @@ class Recording:
         with self._lock:
             sink = DatasetRecord(self, strategy, info, meta, tagged=tagged, ids_in_values=ids_in_values)
             self.datasets.append(sink)
+        if self._placer is not None:
+            self._placer.observe(sink.reader)  # each eager step: its batches' devices, NaN/Inf rows
         return sink
 
     # -- passes and steps ---------------------------------------------------------
@@ -325,7 +349,7 @@ def _options(options: Any) -> dict[str, Any] | None:
     return options_dict(options)
 
 
-def record() -> Recording:
+def record(*, placement: bool | str = False) -> Recording:
     """Record the run your own code executes, Keras ``fit`` / ``evaluate`` / ``predict`` or a loop.
 
     Wrap your unchanged code in ``with vizdist.record() as rec:``; every dataset distributed inside
@@ -334,6 +358,12 @@ def record() -> Recording:
     recorded: which source element (its exact id, as in :func:`vizdist.trace_distribution`) each
     replica got at each step, in which phase and epoch. Your code sees exactly the values it would
     see without vizdist. Build (or distribute) the dataset inside the block.
+
+    Args:
+        placement: also record where every op of the block ran (the input pipeline, the copies to the
+            devices, Keras's or your step, the reductions) and NaN/Inf in what each replica got, with
+            TF's debugger, as :func:`vizdist.trace_distribution` does (``meta["placement"]``).
+            ``True`` means ``"CURT_HEALTH"``; ``"NO_TENSOR"`` is cheaper.
 
     Returns:
         A :class:`Recording`; after the block, ``rec.trace`` is a :class:`~vizdist.trace.Trace`
@@ -346,7 +376,10 @@ def record() -> Recording:
         ...     model.fit(train_ds, validation_data=val_ds, epochs=2)
         >>> vizdist.diagnose(rec.trace)                                    # doctest: +SKIP
     """
-    return Recording()
+    if placement not in (False, True, "NO_TENSOR", "CURT_HEALTH", "FULL_HEALTH"):
+        raise ValueError(f"placement must be False, True or a TF debug mode ('NO_TENSOR', 'CURT_HEALTH', "
+                         f"'FULL_HEALTH'); got {placement!r}.")
+    return Recording(placement=placement)
 
 
 def _epochs(passes: list[dict[str, Any]]) -> np.ndarray:
@@ -412,6 +445,8 @@ def _block_meta(rec: Recording, metas: list[dict[str, Any]], passes: list[dict[s
                 worker=rec.datasets[0].reader.worker)
     if any(not d.tagged for d in rec.datasets):
         meta["provenance"] = "fingerprint"
+    if rec.placement is not None:
+        meta["placement"] = rec.placement
     if rec.notes:
         meta["note"] = "; ".join([str(meta["note"])] * bool(meta.get("note")) + rec.notes)
     return meta
