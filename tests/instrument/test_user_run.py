@@ -376,3 +376,24 @@ def test_placement_under_record_shows_the_users_step_on_each_replica(tf, mirrore
     assert {d.split("device:")[-1] for d in mul_devices} == want
     with pytest.raises(ValueError, match="placement must be"):
         vizdist.record(placement="yes")
+
+
+@pytest.mark.parametrize("make", [lambda tf: tf.distribute.OneDeviceStrategy("/cpu:1"),
+                                  lambda tf: tf.distribute.experimental.CentralStorageStrategy()],
+                         ids=["OneDeviceStrategy", "CentralStorageStrategy"])
+def test_other_single_process_strategies(tf, make):
+    strategy = make(tf)
+    ds = tf.data.Dataset.range(10).map(lambda v: v * 3).batch(4)
+
+    def values(dist):
+        return [[t.numpy().tolist() for t in strategy.experimental_local_results(x)] for x in dist]
+
+    plain = values(strategy.experimental_distribute_dataset(ds))
+    with vizdist.record() as rec:
+        got = values(strategy.experimental_distribute_dataset(ds))
+    assert got == plain
+    ids = _recorded_steps(rec.trace, "loop", strategy.num_replicas_in_sync)
+    assert ids == [[[v // 3 for v in r] for r in step] for step in plain]
+    devices = {str(t.device) for x in strategy.experimental_distribute_dataset(ds)
+               for t in strategy.experimental_local_results(x)}
+    assert set(rec.trace.elements["device"].astype(str)) == devices
