@@ -72,6 +72,17 @@ def _strip(sink: StepSink, element: Any) -> Any:
     return values
 
 
+def _strip_optional(sink: StepSink, opt: Any, tagged_spec: Any) -> Any:
+    """TF's optional of a tagged element, as an optional of the value (reported when it has one)."""
+    spec = _user_spec(sink, tagged_spec)
+    if tf.executing_eagerly():
+        if not bool(opt.has_value()):
+            return optional_ops.Optional.empty(spec)
+        return optional_ops.Optional.from_value(_strip(sink, opt.get_value()))
+    return tf_cond.cond(opt.has_value(), lambda: optional_ops.Optional.from_value(_strip(sink, opt.get_value())),
+                        lambda: optional_ops.Optional.empty(spec), strict=True)
+
+
 def _pass_marker(sink: StepSink) -> None:
     """A new pass begins: now (eager), or each time the graph being built runs (a ``tf.function``)."""
     phase = sink.phase_now()  # where the pass starts in Python (a graph: where it was traced)
@@ -95,18 +106,10 @@ class _IteratorMixin:
 
     def get_next_as_optional(self) -> Any:
         opt = _up(self).get_next_as_optional(self)  # type: ignore[misc]
-        sink = self._vizdist
-        spec = _user_spec(sink, self._element_spec)  # type: ignore[attr-defined]
-        if tf.executing_eagerly():
-            if not bool(opt.has_value()):
-                return optional_ops.Optional.empty(spec)
-            return optional_ops.Optional.from_value(_strip(sink, opt.get_value()))
-        return tf_cond.cond(opt.has_value(), lambda: optional_ops.Optional.from_value(_strip(sink, opt.get_value())),
-                       lambda: optional_ops.Optional.empty(spec), strict=True)
+        return _strip_optional(self._vizdist, opt, self._element_spec)  # type: ignore[attr-defined]
 
-    @property
-    def element_spec(self) -> Any:
-        return _user_spec(self._vizdist, _up(self).element_spec.__get__(self))  # type: ignore[misc]
+    element_spec = property(lambda self: _user_spec(self._vizdist, _up(self).element_spec.__get__(self)),
+                            doc="The value part of TF's spec: what the user's code gets.")
 
     @property
     def _type_spec(self) -> Any:
@@ -124,9 +127,7 @@ class _DatasetMixin:
         _pass_marker(self._vizdist)
         return it
 
-    @property
-    def element_spec(self) -> Any:
-        return _user_spec(self._vizdist, _up(self).element_spec.__get__(self))  # type: ignore[misc]
+    element_spec = _IteratorMixin.element_spec
 
     @property
     def _type_spec(self) -> Any:
@@ -150,12 +151,7 @@ class _OwnedIteratorMixin:
             opt = optional_ops._OptionalImpl(gen_dataset_ops.iterator_get_next_as_optional(
                 self._iterator_resource, output_types=structure.get_flat_tensor_types(tagged),  # type: ignore[attr-defined]
                 output_shapes=structure.get_flat_tensor_shapes(tagged)), tagged)
-        spec = _user_spec(sink, tagged)
-        if tf.executing_eagerly():
-            return (optional_ops.Optional.from_value(_strip(sink, opt.get_value())) if bool(opt.has_value())
-                    else optional_ops.Optional.empty(spec))
-        return tf_cond.cond(opt.has_value(), lambda: optional_ops.Optional.from_value(_strip(sink, opt.get_value())),
-                       lambda: optional_ops.Optional.empty(spec), strict=True)
+        return _strip_optional(sink, opt, tagged)
 
     @property
     def element_spec(self) -> Any:
