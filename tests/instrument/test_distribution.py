@@ -522,3 +522,41 @@ def test_a_cluster_with_a_chief_numbers_every_task_once(tmp_path):
         assert set(task["replica"]) == {ref["tf_id"]}  # TF's replica id: task id x local replicas
     assert sorted(set(merged.elements["worker"])) == [0, 1]
     assert "worker-starved" not in vizdist.diagnose(merged)["code"].tolist()
+
+
+@pytest.mark.parametrize("source, policy, sizes", [
+    ("range", "AUTO", [2, 2, 0]),  # AUTO finds no reader (RangeDataset is unshardable): DATA, legacy rebatch
+    ("range", "OFF", [2, 1, 1]),  # no auto-shard rewrite: RebatchDatasetV2 (batch_sizes_for_worker) stays
+    ("text", "AUTO", [2, 1, 1]),  # a reader: FILE is applied, RebatchDatasetV2 stays
+])
+def test_a_global_batch_of_4_over_3_replicas_follows_the_policy_applied(tf, tmp_path, source, policy, sizes):
+    """Plain TF: which rebatch cuts 4 over 3 replicas follows the auto-shard policy applied, on one worker too.
+
+    auto_shard.cc (ApplyAutoShard): AUTO tries ShardByFile and, on NotFound (an unshardable source such as
+    RangeDataset), applies ShardByData, which rewrites RebatchDatasetV2 to the legacy RebatchDataset
+    (RewriteRebatchV2ToV1); OFF applies nothing. The legacy op cuts pieces of ceil(4 / 3) = 2 in replica
+    order (2, 2, 0); batch_sizes_for_worker (data/experimental/ops/distribute.py) gives 2, 1, 1.
+    """
+    three = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1", "/cpu:2"])
+    if source == "range":
+        ds = tf.data.Dataset.range(8).batch(4)
+    else:
+        (tmp_path / "a.txt").write_text("".join(f"{i}\n" for i in range(8)))
+        ds = tf.data.TextLineDataset([str(tmp_path / "a.txt")]).batch(4)
+    opts = tf.data.Options()
+    opts.experimental_distribute.auto_shard_policy = getattr(tf.data.experimental.AutoShardPolicy, policy)
+    ds = ds.with_options(opts)
+    plain = _plain_steps(tf, three, ds)
+    assert [[len(v) for v in step] for step in plain] == [sizes, sizes]  # at every step, not only the last
+    assert _plain_rebatch_op(three, ds) == (["RebatchDataset"] if sizes[-1] == 0 else ["RebatchDatasetV2"])
+
+
+def test_enumerate_zips_a_range_with_the_dataset(tf, tmp_path):
+    """Plain TF (dataset_ops.py, Dataset.enumerate): enumerate() is zip(range, dataset), so auto-sharding meets
+    a RangeDataset, one of auto_shard.cc's kUnshardableSourceDatasetOps (notebook 03, section 4)."""
+    from tensorflow.core.framework import graph_pb2
+
+    (tmp_path / "a.txt").write_text("x\ny\n")
+    ds = tf.data.TextLineDataset([str(tmp_path / "a.txt")]).enumerate()
+    ops = {n.op for n in graph_pb2.GraphDef.FromString(ds._as_serialized_graph().numpy()).node}
+    assert {"ZipDataset", "RangeDataset"} <= ops

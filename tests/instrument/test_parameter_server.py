@@ -88,6 +88,21 @@ def _plain_shards(ctx: Any) -> list[list[tuple[str, list[int]]]]:
     return out
 
 
+def _paced_dataset_fn(input_context: Any) -> Any:
+    """``_dataset_fn``'s elements, each taking 0.1 s on the worker (TF's own test op), nothing prefetched ahead.
+
+    The lost-worker run needs TF's coordinator thread for the killed worker to take one of the closures
+    scheduled after the kill (and fail it). With instant closures that is a race against the live
+    worker's thread, which on a loaded machine can run all of them first; paced, each takes 0.2 s.
+    """
+    import tensorflow as tf
+    from tensorflow.python.data.experimental.ops import testing
+
+    options = tf.data.Options()
+    options.autotune.enabled = False  # no prefetch(AUTOTUNE) injected: the worker cannot run far ahead
+    return tf.data.Dataset.range(16).apply(testing.sleep(100_000)).batch(2).repeat().with_options(options)
+
+
 def _stuck_dataset_fn(input_context: Any) -> Any:
     """Each element takes 1000 s on the worker (TF's own test op): closures never finish."""
     import tensorflow as tf
@@ -105,8 +120,8 @@ def _record_and_plain(ctx: Any) -> Trace:
     return Trace(elements=trace.elements, batches=trace.batches, events=trace.events, meta=meta)
 
 
-def _lose(ctx: Any, task: str, linger: float) -> Trace:
-    trace = record_parameter_server(ctx, _dataset_fn, steps=STEPS, step_fn=_step_fn, lose=task, lose_after=3,
+def _lose(ctx: Any, task: str, linger: float, dataset_fn: Any = _dataset_fn) -> Trace:
+    trace = record_parameter_server(ctx, dataset_fn, steps=STEPS, step_fn=_step_fn, lose=task, lose_after=3,
                                     partitioners={"FixedShardsPartitioner": {"num_shards": 2}})
     time.sleep(linger)  # the launcher must wait for the coordinator, however long, after a worker is lost
     return trace
@@ -122,7 +137,7 @@ def ps_run() -> Trace:
 def worker_lost() -> Trace:
     # collective_timeout=0.5: before the fix, the launcher gave up 5.5 s after a task died, with no trace.
     with LocalCluster(workers=2, ps=1, timeout=180, collective_timeout=0.5, progress=False) as cluster:
-        return cluster.run(_lose, "worker-1", 6.0)
+        return cluster.run(_lose, "worker-1", 6.0, _paced_dataset_fn)
 
 
 @pytest.fixture(scope="module")

@@ -89,6 +89,53 @@ def test_mirrored_variable_copies_are_on_every_replica(tf, mirrored):
     assert {c["type"] for c in comps} == {"MirroredVariable"}
 
 
+def _per_replica_value(tf):
+    r = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group + 1, tf.float32)
+    return tf.constant([1.0, 2.0]) * r
+
+
+def test_hierarchical_copy_adds_the_second_half_on_its_own_device_only_eagerly(tf, devices, monkeypatch):
+    """Plain TF (cross_device_utils.aggregate_gradients_using_hierarchical_copy): an all-reduce of values that
+    strategy.run made on each replica's device adds each half of the replicas on its head (CPU:0, CPU:2)
+    and then the two sums (CPU:0) when run eagerly; inside a tf.function the values carry no device while
+    TF builds that tree, so its AddNs ask for none (the placer then puts them on CPU:0, as notebook 06 shows).
+    """
+    from tensorflow.python.ops import math_ops
+
+    s = tf.distribute.MirroredStrategy(devices, cross_device_ops=tf.distribute.HierarchicalCopyAllReduce())
+    values = s.run(lambda: _per_replica_value(tf))
+    assert [v.device.split("device:")[-1] for v in s.experimental_local_results(values)] == [
+        "CPU:0", "CPU:1", "CPU:2", "CPU:3"]
+    seen: list[str] = []
+    add_n = math_ops.add_n
+
+    def spy(inputs, name=None):
+        out = add_n(inputs, name=name)
+        seen.append(out.device.split("device:")[-1] if out.device else "")
+        return out
+
+    monkeypatch.setattr(math_ops, "add_n", spy)
+
+    def all_reduce(x):
+        return tf.distribute.get_replica_context().all_reduce("SUM", x)
+
+    eager = s.experimental_local_results(s.run(all_reduce, args=(values,)))
+    assert seen == ["CPU:0", "CPU:2", "CPU:0"] and [v.numpy().tolist() for v in eager] == [[10.0, 20.0]] * 4
+    seen.clear()
+    tf.function(lambda v: s.run(all_reduce, args=(v,)))(values)
+    assert seen == ["", "", ""]
+
+
+def test_mirrored_default_is_a_ring_collective_on_cpus(tf, devices):
+    """Plain TF 2.21 (mirrored_strategy.py, _make_collective_ops_with_fallbacks): MirroredStrategy given no
+    cross_device_ops uses CollectiveAllReduce, set to RING when every device is a CPU."""
+    s = tf.distribute.MirroredStrategy(devices)
+    ops = s.extended._cross_device_ops
+    assert type(ops).__name__ == "CollectiveAllReduce"
+    assert s.extended._communication_options.implementation == (
+        tf.distribute.experimental.CommunicationImplementation.RING)
+
+
 def test_loss_scaling_full_partial_and_empty_batches(tf, mirrored):
     ds = tf.data.Dataset.range(10).map(lambda x: tf.cast(x, tf.float32)).batch(4)
     t = vizdist.trace_loss_scaling(mirrored, ds, global_batch_size=4)

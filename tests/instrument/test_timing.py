@@ -314,3 +314,36 @@ def test_a_tf_function_step_is_not_wrapped(tf, mirrored):
     assert "tf.function" in t.meta["timing"]["notes"][0]
     # results are what TF computed (the step ran as the user's tf.function)
     assert json.loads(t.batches.sort_values(["step", "replica"]).iloc[0]["result"]) == 0 + 1
+
+
+@pytest.mark.parametrize("private_threads", [None, 8])
+def test_a_parallel_map_runs_one_call_per_core_unless_tf_data_has_threads_of_its_own(tf, private_threads):
+    """Plain TF: num_parallel_calls=8 runs at most one map call per schedulable core on TF's default threads,
+    and 8 at once with Options().threading.private_threadpool_size=8 (notebook 05's setup says so)."""
+    import os
+
+    calls: list[tuple[int, int]] = []
+
+    def work(v):
+        start = time.perf_counter_ns()
+        time.sleep(0.02)  # sleeping releases the GIL: only the threads bound how many run at once
+        calls.append((start, time.perf_counter_ns()))
+        return v
+
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    if private_threads:
+        options.threading.private_threadpool_size = private_threads
+    ds = tf.data.Dataset.range(64).map(lambda x: tf.py_function(work, [x], tf.int64), num_parallel_calls=8)
+    for _ in ds.with_options(options):
+        pass
+    edges = sorted([(s, 1) for s, _ in calls] + [(e, -1) for _, e in calls])
+    running = most = 0
+    for _, step in edges:
+        running += step
+        most = max(most, running)
+    cores = len(os.sched_getaffinity(0))
+    if private_threads is None:  # bounded by the cores (and, with two or more, more than one at once)
+        assert most <= min(8, cores) and (most > 1 or cores == 1)
+    else:  # the private pool lifts that bound
+        assert most >= min(8, cores + 1)

@@ -46,14 +46,15 @@ def _rebatch_rule(meta: dict[str, Any], replicas: int) -> str:
 
     Example:
         >>> _rebatch_rule({"rebatch": "RebatchDataset"}, 4)
-        ' (TF sharded this dataset by DATA, so its legacy rebatch cut every batch, a short one too, into pieces of ceil(n / 4) in replica order)'
+        " (TF's legacy rebatch cut every batch, a short one too, into pieces of ceil(n / 4) in replica order; TF swaps it in when auto-sharding applies DATA, as AUTO does for a pipeline that reads no files, one worker included)"
         >>> _rebatch_rule({}, 4)
         ''
     """
     op = meta.get("rebatch")
     if op == "RebatchDataset":
-        return (" (TF sharded this dataset by DATA, so its legacy rebatch cut every batch, a short one too, into "
-                f"pieces of ceil(n / {replicas}) in replica order)")
+        return (" (TF's legacy rebatch cut every batch, a short one too, into pieces of "
+                f"ceil(n / {replicas}) in replica order; TF swaps it in when auto-sharding applies DATA, as AUTO "
+                "does for a pipeline that reads no files, one worker included)")
     if op == "RebatchDatasetV2":
         return (" (TF's rebatch gives each replica a fixed share of a full global batch, shares that differ by at "
                 "most one, and fills them in replica order when a batch is short)")

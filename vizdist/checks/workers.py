@@ -270,13 +270,14 @@ def file_shard_fallback(trace: Trace) -> Iterator[Finding]:
     if log:  # TF ends the line with a link whose name varies run to run (goo.gle/debugstr, .../debugproto)
         said = re.sub(r"[:.]?\s*goo\.gle/\S+$", "", log[0].strip())
         evidence += f"; TensorFlow's log says: {said!r}"
-    cause = ("TensorFlow could not find the file list at the root of the pipeline (for example the files "
-             "are read through enumerate/zip/a generator, or are given as elements rather than a "
-             "file-name dataset), so it sharded by element: every worker opens every file and keeps 1/N "
-             "of its lines.")
+    cause = ("Walking from the end of the pipeline to its sources, TensorFlow met a source it cannot shard by "
+             "files (range, from_tensor_slices, a generator: auto_shard.cc's unshardable sources; enumerate is "
+             "zip(range, ...), and every branch of a zip or concatenate counts) or found no file reader, so it "
+             "sharded by element: every worker opens every file and keeps 1/N of its lines.")
     fix = ("Start the pipeline from the file names (tf.data.Dataset.list_files(...) or "
-           "TextLineDataset(files)) and apply per-element transformations after the reader; set "
-           "AutoShardPolicy.DATA explicitly if element sharding is what you want.")
+           "TextLineDataset(files)) and apply per-element transformations after the reader, with no zip, "
+           "concatenate or enumerate that brings in another source; set AutoShardPolicy.DATA explicitly if "
+           "element sharding is what you want.")
     severity = "warning" if policy == "FILE" else "info"
     what = "FILE sharding was requested" if policy == "FILE" else "AUTO sharding was requested (it tries FILE first)"
     yield Finding("file-shard-fallback", severity, f"{what}, but data sharding happened: {evidence}. "
