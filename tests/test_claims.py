@@ -18,7 +18,7 @@ from nbval.plugin import find_comment_markers
 
 ROOT = Path(__file__).resolve().parents[1]
 LEDGER = ROOT / "notebooks" / "CLAIMS.md"
-CELL = re.compile(r"`(\d\d) cell (\d+)`")
+CELL = re.compile(r"`(\d\d[a-z]?) cell (\d+)`")
 TEST = re.compile(r"`(tests/[\w/]+\.py)::(\w+)`")
 
 

@@ -372,6 +372,8 @@ class StepReader:
         self._fingerprints: dict[bytes, int] = {}
         self._shapes: dict[Any, str] = {}
         self.values_as_ids = True
+        #: Called before each step is recorded, ``hook(step, values, results)`` (placement's NaN/Inf checks).
+        self.step_hooks: list[Callable[[int, Any, list[Any] | None], None]] = []
 
     def split(self, element: Any) -> tuple[Any, Any]:
         """``(tags, values)`` of one distributed element (tags None where ids come from the content)."""
@@ -381,6 +383,8 @@ class StepReader:
 
     def record_step(self, step: int, tags: Any, values: Any, results: list[Any] | None = None) -> int:
         """Record one global step; return the number of elements this process's replicas got."""
+        for hook in self.step_hooks:
+            hook(step, values, results)
         local = self.strategy.experimental_local_results
         leaves = tf.nest.flatten(values)
         firsts = local(leaves[0]) if leaves else local(tags)

@@ -215,16 +215,14 @@ class PlacementRecorder:
     # -- hooks used by trace_distribution ----------------------------------
     def observe(self, step_reader: Any) -> None:
         """Follow each recorded step: its end time, its batches' devices, NaN/Inf rows."""
-        original: Callable[..., int] = step_reader.record_step
         self._reader = step_reader
 
-        def record_step(step: int, tags: Any, values: Any, results: list[Any] | None = None) -> int:
+        def on_step(step: int, values: Any, results: list[Any] | None) -> None:
             self.step_marks.append(time.time())
             self._check_step(step, getattr(step_reader, "strategy", None), values, results,
                              getattr(step_reader, "replica_offset", 0))
-            return original(step, tags, values, results)
 
-        step_reader.record_step = record_step
+        step_reader.step_hooks.append(on_step)
 
     def in_loop_thread(self, dist: Any) -> Any:
         """``dist``, made to turn the debugger on in whichever thread iterates it.
