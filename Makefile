@@ -16,7 +16,7 @@ export TF_CPP_MIN_LOG_LEVEL := 3
 export TF_ENABLE_ONEDNN_OPTS := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: lab setup test notebooks bench clean
+.PHONY: lab setup test notebooks student bench clean
 .DEFAULT_GOAL := lab
 
 $(BIN)/activate:
@@ -42,9 +42,13 @@ notebooks: setup
 	$(BIN)/python .ci/run_notebooks.py $(or $(NB),notebooks/*.ipynb)
 	$(BIN)/python .ci/readme_image.py notebooks/img/split.png
 
+# The course with every reveal, check and answer cleared (outputs of all but the setup cells): student/.
+student: setup
+	$(BIN)/python .ci/student.py student
+
 # Every script in benchmarks/ prints its figures (measured side by side in one run) with the aim beside them.
 bench: setup
 	set -e; for f in benchmarks/*.py; do echo "== $$f"; $(BIN)/python $$f; done
 
 clean:
-	rm -rf $(VENV) artifacts .pytest_cache
+	rm -rf $(VENV) artifacts .pytest_cache student
