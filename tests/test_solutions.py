@@ -86,7 +86,7 @@ def _printed(cell) -> str:
 
 
 def test_every_notebook_has_one_exercise_and_its_model_answer():
-    notebooks = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    notebooks = sorted((ROOT / "notebooks").glob("[0-9][0-9]*_*.ipynb"))
     marked = {p.stem for p in notebooks if MARK in p.read_text()}
     assert marked == {p.stem for p in notebooks}, "every notebook ends with an exercise marked '# edit me'"
     assert {p.stem for p in SOLUTIONS} == marked

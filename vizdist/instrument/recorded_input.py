@@ -31,7 +31,6 @@ from tensorflow.python.data.ops import dataset_ops, iterator_ops, optional_ops
 from tensorflow.python.data.util import structure
 from tensorflow.python.distribute import input_lib
 from tensorflow.python.framework import ops
-from tensorflow.python.ops import cond as tf_cond
 from tensorflow.python.ops import gen_dataset_ops
 
 from vizdist.instrument.tagging import untag
@@ -72,15 +71,32 @@ def _strip(sink: StepSink, element: Any) -> Any:
     return values
 
 
-def _strip_optional(sink: StepSink, opt: Any, tagged_spec: Any) -> Any:
-    """TF's optional of a tagged element, as an optional of the value (reported when it has one)."""
-    spec = _user_spec(sink, tagged_spec)
-    if tf.executing_eagerly():
-        if not bool(opt.has_value()):
-            return optional_ops.Optional.empty(spec)
-        return optional_ops.Optional.from_value(_strip(sink, opt.get_value()))
-    return tf_cond.cond(opt.has_value(), lambda: optional_ops.Optional.from_value(_strip(sink, opt.get_value())),
-                        lambda: optional_ops.Optional.empty(spec), strict=True)
+def _stripping(sink: StepSink, opt: Any) -> Any:
+    """TF's optional of a tagged element, made to strip the tag (and report the step) when its value is read.
+
+    No ``tf.cond`` of vizdist's own: the optional TF made is the one the user's code gets, as a subclass
+    (:class:`_OptionalMixin`) whose ``get_value`` strips, so it also survives being a ``while_loop``
+    variable (Keras's ``steps_per_execution``) or a ``cond`` output. The step is reported when the
+    value is read: when the element is really handed to the user's code.
+    """
+    opt.__class__ = classes(sink)["optional"]
+    return opt
+
+
+class _OptionalMixin:
+    _vizdist: StepSink
+    __slots__ = ()
+
+    def get_value(self, name: str | None = None) -> Any:
+        return _strip(self._vizdist, _up(self).get_value(self, name))  # type: ignore[misc]
+
+    element_spec = property(lambda self: _user_spec(self._vizdist, self._element_spec),
+                            doc="The value part of TF's spec: what the user's code gets.")
+
+    @property
+    def _type_spec(self) -> Any:
+        return _respec(optional_ops.OptionalSpec(self._element_spec),  # type: ignore[attr-defined]
+                       classes(self._vizdist)["optional_spec"])
 
 
 def _pass_marker(sink: StepSink) -> None:
@@ -105,8 +121,7 @@ class _IteratorMixin:
         return _strip(self._vizdist, _up(self).get_next(self, name))  # type: ignore[misc]
 
     def get_next_as_optional(self) -> Any:
-        opt = _up(self).get_next_as_optional(self)  # type: ignore[misc]
-        return _strip_optional(self._vizdist, opt, self._element_spec)  # type: ignore[attr-defined]
+        return _stripping(self._vizdist, _up(self).get_next_as_optional(self))  # type: ignore[misc]
 
     element_spec = property(lambda self: _user_spec(self._vizdist, _up(self).element_spec.__get__(self)),
                             doc="The value part of TF's spec: what the user's code gets.")
@@ -151,7 +166,7 @@ class _OwnedIteratorMixin:
             opt = optional_ops._OptionalImpl(gen_dataset_ops.iterator_get_next_as_optional(
                 self._iterator_resource, output_types=structure.get_flat_tensor_types(tagged),  # type: ignore[attr-defined]
                 output_shapes=structure.get_flat_tensor_shapes(tagged)), tagged)
-        return _strip_optional(sink, opt, tagged)
+        return _stripping(sink, opt)
 
     @property
     def element_spec(self) -> Any:
@@ -235,6 +250,8 @@ def _make_classes(sink: StepSink) -> dict[str, type]:
     specs = {"iterator_spec": (input_lib.DistributedIteratorSpec, "iterator"),
              "dataset_spec": (input_lib.DistributedDatasetSpec, "dataset"),
              "function_spec": (input_lib.DistributedDatasetsFromFunctionSpec, "function")}
+    made["optional"] = _subclass("RecordedOptional", _OptionalMixin, optional_ops._OptionalImpl, _vizdist=sink)
+    specs["optional_spec"] = (optional_ops.OptionalSpec, "optional")
     made["owned"] = _subclass("RecordedOwnedIterator", _OwnedIteratorMixin, iterator_ops.OwnedIterator, _vizdist=sink)
     specs["owned_spec"] = (iterator_ops.IteratorSpec, "owned")
     for name, (base, kind) in specs.items():
