@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from vizdist._files import write_file
-from vizdist.instrument.cluster import _USER_TASK_MODES, WorkerContext, _stamp, _task_from_tf_config
+from vizdist.instrument.cluster import USER_TASK_MODES, WorkerContext
 from vizdist.instrument.record import task_number
+from vizdist.instrument.shards import stamp, task_from_tf_config
 from vizdist.instrument.supervisor import POLL_S, report
 from vizdist.instrument.topology import write_listen_file
 from vizdist.trace import Trace
@@ -45,7 +46,7 @@ def _write_json(path: Path, doc: Any) -> None:
 
 
 def _check_layout(spec: Mapping[str, Any]) -> None:
-    _, _, cluster = _task_from_tf_config()
+    _, _, cluster = task_from_tf_config()
     expected = {k: int(v) for k, v in spec["layout"].items() if int(v) > 0}
     got = {k: len(v) for k, v in cluster.items()}
     if got != expected:
@@ -70,7 +71,7 @@ def run_task(ctx: WorkerContext, job: Path, spec: Mapping[str, Any]) -> Any:
 
     _check_layout(spec)
     mode = spec["mode"]
-    if ctx.task_type not in _USER_TASK_MODES[mode]:
+    if ctx.task_type not in USER_TASK_MODES[mode]:
         return serve(ctx)
     report("ready")
     fn, args, kwargs = _wait_for_job(job, float(spec["timeout"]))
@@ -78,8 +79,8 @@ def run_task(ctx: WorkerContext, job: Path, spec: Mapping[str, Any]) -> Any:
     result = fn(ctx, *args, **kwargs)
     write_listen_file(job, ctx.task)  # what its TF server (if fn started one) listens on and connected to
     if isinstance(result, Trace):
-        worker = task_number(ctx.task_type, ctx.task_index, _task_from_tf_config()[2]) if mode == "mwms" else None
-        _stamp(result, worker=worker, task=ctx.task).save(job / f"worker-{ctx.task}.json")
+        worker = task_number(ctx.task_type, ctx.task_index, task_from_tf_config()[2]) if mode == "mwms" else None
+        stamp(result, worker=worker, task=ctx.task).save(job / f"worker-{ctx.task}.json")
         return None
     try:
         json.dumps(result)

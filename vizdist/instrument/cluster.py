@@ -48,9 +48,6 @@ from vizdist._files import write_file
 from vizdist.errors import IsolationError, TracingError
 from vizdist.instrument.shards import (  # noqa: F401  (moved; re-exported for old imports)
     TASK_TYPES,
-    _checked_task,
-    _stamp,
-    _task_from_tf_config,
     record_worker_shard,
 )
 from vizdist.instrument.supervisor import (
@@ -70,7 +67,7 @@ from vizdist.trace import Trace
 
 __all__ = ["LocalCluster", "WorkerContext", "free_ports", "record_worker_shard"]
 
-_USER_TASK_MODES = {"mwms": ("worker",), "ps": ("chief",)}
+USER_TASK_MODES = {"mwms": ("worker",), "ps": ("chief",)}
 
 
 # -- inside a worker ----------------------------------------------------------
@@ -427,7 +424,7 @@ class LocalCluster:
             self._stop_run()
 
     def _user_children(self, run: _Run) -> list[Child]:
-        kinds = _USER_TASK_MODES[self.mode]
+        kinds = USER_TASK_MODES[self.mode]
         return [c for c in run.sup.children if run.tasks[c.name][0] in kinds]
 
     def _bar(self, total: int, desc: str) -> Any:
