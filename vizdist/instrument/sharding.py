@@ -32,6 +32,7 @@ import numpy as np
 from vizdist._files import write_file
 from vizdist.analysis.sharding import POLICIES, ShardComparison, content_map
 from vizdist.errors import TracingError
+from vizdist.instrument import jobfiles
 from vizdist.trace import Trace
 
 __all__ = ["POLICIES", "ShardComparison", "compare_shard_policies", "write_text_files", "write_tfrecord_files"]
@@ -393,7 +394,7 @@ def _run_group(group: list[str], cluster_kw: dict[str, Any], kwargs: dict[str, A
         if cluster.job_dir is not None and logs is not None:
             for w in range(int(cluster_kw["workers"])):
                 with contextlib.suppress(OSError):
-                    text = (cluster.job_dir / f"log-worker-{w}.txt").read_text(errors="replace")
+                    text = jobfiles.LOG.path(cluster.job_dir, f"worker-{w}").read_text(errors="replace")
                     for p, lines in _split_logs(text).items():
                         logs.setdefault(p, []).extend(f"worker {w}: {ln}" for ln in lines)
     return merged

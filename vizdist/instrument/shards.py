@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from vizdist.analysis.topology import resolver_spec
+from vizdist.instrument import jobfiles
 from vizdist.instrument.record import task_number
 from vizdist.instrument.topology import network_meta, sockets
 from vizdist.trace import Trace
@@ -156,7 +157,7 @@ def record_worker_shard(
     net = network_meta(cluster, seen={f"{task_type}:{task_index}": sockets()}, resolver=source)
     stamped = Trace(elements=stamped.elements, batches=stamped.batches, events=stamped.events,
                     meta={**stamped.meta, "network": net})
-    out = Path(directory) / f"worker-{task_type}-{int(task_index):05d}.json"
+    out = jobfiles.TRACE.path(Path(directory), f"{task_type}-{int(task_index):05d}")
     return stamped.save(out)
 
 
