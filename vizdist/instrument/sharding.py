@@ -299,7 +299,8 @@ def compare_shard_policies(
             their servers and run code in them while they run.
 
     Returns:
-        A :class:`ShardComparison`; ``.summary()`` is the table, and it
+        A :class:`ShardComparison`; ``.summary()`` is the table. ``vizdist.compare_shard_policies``
+        also registers its views (``vizdist.render.sharding.register_views``), so that result
         renders side by side in Jupyter.
 
     Example:
@@ -326,7 +327,6 @@ def _compare(files: Sequence[str | os.PathLike[str]], *, workers: int, global_ba
              run_unshardable: bool, capture_tf_log: bool, timeout: float, collective_timeout: float,
              progress: bool, isolate: bool) -> ShardComparison:
     """:func:`compare_shard_policies` on given files."""
-    import vizdist.render.sharding  # noqa: F401  (registers ShardComparison's figure and HTML views)
     pols, files = _check_policy_args(files, policies, global_batch_size)
     notes = _unrunnable(pols, files, workers)
     main = [p for p in pols if p not in notes]
