@@ -2,11 +2,13 @@
 
 ``tests/instrument/test_transformations.py`` runs every ``tf.data`` transformation on 4 replicas,
 compares the trace with plain TensorFlow and writes each outcome (exact / by content / positional)
-to ``tests/instrument/transformations.json``. This script renders that file into the block of
-README.md between ``<!-- transformations:start -->`` and ``<!-- transformations:end -->``; the test
-fails while the two differ, so the table cannot drift from what the tests show.
+to a ``transformations.json`` in a temporary folder (not the source tree). This script renders that
+file into the block of README.md between ``<!-- transformations:start -->`` and
+``<!-- transformations:end -->``; the test fails while the two differ, naming the file, so the table
+cannot drift from what the tests show.
 
-Usage: ``python .ci/transform_table.py`` (from the repository root; ``--check`` only compares).
+Usage: ``python .ci/transform_table.py RESULTS_JSON`` (the path the test's failure message gives;
+``--check`` only compares).
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "tests" / "instrument" / "transformations.json"
 README = ROOT / "README.md"
 START, END = "<!-- transformations:start -->", "<!-- transformations:end -->"
 LEGEND = (
@@ -42,7 +43,12 @@ def readme_block(text: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    results = json.loads(RESULTS.read_text())
+    paths = [a for a in argv if not a.startswith("--")]
+    if len(paths) != 1:
+        print("usage: python .ci/transform_table.py RESULTS_JSON [--check]: RESULTS_JSON is the file "
+              "tests/instrument/test_transformations.py wrote (its failure message names it)", file=sys.stderr)
+        return 2
+    results = json.loads(Path(paths[0]).read_text())
     text = README.read_text()
     if START not in text or END not in text:
         print(f"README.md has no {START} ... {END} block", file=sys.stderr)
@@ -51,7 +57,8 @@ def main(argv: list[str]) -> int:
     if readme_block(text) == want:
         return 0
     if "--check" in argv:
-        print("README.md's transformation table is out of date: run python .ci/transform_table.py", file=sys.stderr)
+        print(f"README.md's transformation table is out of date: run python .ci/transform_table.py {paths[0]}",
+              file=sys.stderr)
         return 1
     head, rest = text.split(START, 1)
     README.write_text(f"{head}{START}\n{want}\n{END}{rest.split(END, 1)[1]}")

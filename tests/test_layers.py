@@ -6,8 +6,12 @@
 Data flows along the arrows; imports go against them: ``render`` reads the
 trace and analysis results, ``analysis`` reads the trace, the trace imports
 no other layer, and nothing but ``instrument`` imports TensorFlow. Function
--local imports count. ``vizdist/__init__.py`` (the public facade) and
+-local imports count. ``vizdist/__init__.py`` (the public facade), ``experiments.py``
+(joins instrument's what-if runs and shard comparisons to render's views) and
 ``cli.py`` sit above the layers and may import any of them.
+
+No module takes another module's private name (``from m import _x`` or ``m._x``): what two
+modules share is public in the lower one.
 """
 
 from __future__ import annotations
@@ -27,8 +31,8 @@ ALLOWED = {
     "analysis": {"trace", "analysis"},
     "render": {"trace", "analysis", "render"},
     # instrument builds traces and analysis objects (compare_shard_policies returns a
-    # ShardComparison) and imports vizdist.render.sharding to register its views.
-    "instrument": {"trace", "analysis", "render", "instrument"},
+    # ShardComparison, what_if an Experiment); it never imports render (experiments.py joins them).
+    "instrument": {"trace", "analysis", "instrument"},
     "entry": {"trace", "analysis", "render", "instrument", "entry"},
 }
 
@@ -66,13 +70,63 @@ def imports(module: str) -> set[str]:
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*anchor, base] if base else anchor)
+            base = _resolve(package, node)
             for a in node.names:
                 out.add(f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base)
     return out
+
+
+def _resolve(package: str, node: ast.ImportFrom) -> str:
+    """The absolute module a from-import reads from (relative imports resolved against ``package``)."""
+    base = node.module or ""
+    if node.level:
+        anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+        base = ".".join([*anchor, base] if base else anchor)
+    return base
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _bound_modules(tree: ast.AST, package: str) -> dict[str, str]:
+    """Local name -> vizdist module, for every vizdist module the source binds to a name."""
+    bound: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            bound |= {a.asname or a.name: a.name for a in node.names if a.name.startswith("vizdist")}
+        elif isinstance(node, ast.ImportFrom):
+            base = _resolve(package, node)
+            bound |= {a.asname or a.name: f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in MODULES}
+    return bound
+
+
+def _attribute_owner(node: ast.Attribute, bound: dict[str, str]) -> str | None:
+    """The vizdist module ``node`` reads an attribute of (``mod._x``, ``pkg.mod._x``), else None."""
+    value, parts = node.value, []
+    while isinstance(value, ast.Attribute):
+        parts.insert(0, value.attr)
+        value = value.value
+    if isinstance(value, ast.Name) and value.id in bound:
+        return ".".join([bound[value.id], *parts])
+    return None
+
+
+def private_reach_ins(module: str) -> set[tuple[str, str]]:
+    """(other module, private name) for each private name ``module`` imports or reads off another module."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    bound, out = _bound_modules(tree, package), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and _resolve(package, node).startswith("vizdist"):
+            base = _resolve(package, node)
+            out |= {(base, a.name) for a in node.names
+                    if _is_private(a.name) and f"{base}.{a.name}" not in MODULES}
+        elif isinstance(node, ast.Attribute) and _is_private(node.attr):
+            owner = _attribute_owner(node, bound)
+            out |= {(owner, node.attr)} if owner else set()
+    return {(owner, name) for owner, name in out if owner != module}
 
 
 def _vizdist_imports(module: str) -> set[str]:
@@ -81,7 +135,7 @@ def _vizdist_imports(module: str) -> set[str]:
 
 def test_the_scan_sees_every_kind_of_import():
     """The scanner itself: function-local and from-imports are found (so the rules below can fail)."""
-    assert "vizdist.render.sharding" in imports("vizdist.instrument.sharding")  # function-local import
+    assert "vizdist.instrument.cluster" in imports("vizdist.instrument.sharding")  # function-local import
     assert "tensorflow" in imports("vizdist.instrument.devices")
     assert {"vizdist.trace", "vizdist.diagnose"} <= imports("vizdist.checks.split")
 
@@ -99,6 +153,34 @@ def test_imports_follow_the_layers(module):
     mine = layer(module)
     bad = sorted(m for m in _vizdist_imports(module) if layer(m) not in ALLOWED[mine])
     assert not bad, f"{module} ({mine} layer) imports {bad} ({[layer(m) for m in bad]} layer)"
+
+
+#: (importer, owner, private name) -> why it is still allowed. Only these, each to go when its reason does.
+_IN_FLIGHT = "distribution.py and legacy.py are being reworked by another developer right now"
+PRIVATE_EXCEPTIONS = {
+    **{("vizdist.instrument.legacy", "vizdist.instrument.distribution", name): _IN_FLIGHT
+       for name in ("_Input", "_Loop", "_check_count", "_finish_meta", "_progress", "_result_json",
+                    "_wrap_tf_error")},
+    ("vizdist.instrument._graph_child", "vizdist.instrument.legacy", "_child_main"):
+        "legacy.py is being reworked by another developer right now; make _child_main public there",
+}
+
+
+def test_the_private_scan_sees_imports_and_attributes(tmp_path, monkeypatch):
+    """The scanner itself: a private from-import and a ``module._name`` reach-in are both found."""
+    source = ("from vizdist.trace import _x\nimport vizdist.contract as c\nfrom vizdist import errors\n"
+              "c._y, errors._z, errors.__name__\nfrom vizdist import _files\n")
+    (tmp_path / "probe.py").write_text(source, encoding="utf-8")
+    monkeypatch.setitem(MODULES, "vizdist.probe", tmp_path / "probe.py")
+    assert private_reach_ins("vizdist.probe") == {
+        ("vizdist.trace", "_x"), ("vizdist.contract", "_y"), ("vizdist.errors", "_z")}
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_private_name_crosses_modules(module):
+    found = {(module, owner, name) for owner, name in private_reach_ins(module)}
+    bad = sorted(found - PRIVATE_EXCEPTIONS.keys())
+    assert not bad, f"{module} uses private names of other modules {bad}: make them public where they live"
 
 
 def _cycles() -> list[frozenset[str]]:

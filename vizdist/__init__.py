@@ -46,7 +46,7 @@ _LAZY = {
     "run_in_graph_mode": "vizdist.instrument.legacy",
     "LocalCluster": "vizdist.instrument.cluster",
     "record_worker_shard": "vizdist.instrument.shards",
-    "compare_shard_policies": "vizdist.instrument.sharding",
+    "compare_shard_policies": "vizdist.experiments",  # registers ShardComparison's views, then runs
     "write_text_files": "vizdist.instrument.sharding",
     "trace_parameter_server": "vizdist.instrument.parameter_server",
     "record_parameter_server": "vizdist.instrument.parameter_server",
@@ -75,9 +75,9 @@ _LAZY = {
     "predict_files": "vizdist.render.predict",
     "predict_arrivals": "vizdist.render.predict",
     "WhatIf": "vizdist.render.whatif",
-    "what_if": "vizdist.instrument.whatif",
-    "what_if_cluster": "vizdist.instrument.whatif",
-    "what_if_service": "vizdist.instrument.whatif",
+    "what_if": "vizdist.experiments",  # instrument's experiment shown as render's WhatIf
+    "what_if_cluster": "vizdist.experiments",
+    "what_if_service": "vizdist.experiments",
     # placement and reduction (issue 11)
     "show_placement": "vizdist.render.placement",
     "plot_placement": "vizdist.render.placement",

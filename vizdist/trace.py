@@ -246,7 +246,8 @@ def _json_meta(meta: Mapping[str, Any] | None) -> dict[str, Any]:
     if not isinstance(meta, Mapping):
         raise TraceFormatError(f"trace meta must be an object (a dict); got {type(meta).__name__}.")
     try:
-        return json.loads(json.dumps(dict(meta), default=str))
+        plain: dict[str, Any] = json.loads(json.dumps(dict(meta), default=str))
+        return plain
     except (TypeError, ValueError, RecursionError) as exc:
         raise TraceFormatError(f"trace meta is not JSON-able ({type(exc).__name__}: {exc}).") from None
 
@@ -308,7 +309,8 @@ def _merged_kind(traces: Sequence[Trace]) -> str:
         raise ValueError(
             f"cannot merge traces of different kinds {sorted(kinds)}: merge the shards of one run "
             "(each instrument writes one kind; see vizdist.contract).")
-    return kinds.pop()
+    kind: str = kinds.pop()
+    return kind
 
 
 def _joined_reductions(traces: Sequence[Trace]) -> list[dict[str, Any]] | None:
@@ -326,11 +328,11 @@ def _joined_reductions(traces: Sequence[Trace]) -> list[dict[str, Any]] | None:
         >>> r["workers"], [i["replica"] for i in r["inputs"]], r["expected"]
         ([0, 1], [0, 1], 3)
     """
-    lists = [t.meta.get("reductions") for t in traces]
-    if len(traces) < 2 or not all(lists) or len({len(x) for x in lists}) != 1:  # type: ignore[arg-type]
+    lists = [t.meta.get("reductions") or [] for t in traces]  # missing or empty: nothing to join
+    if len(traces) < 2 or not all(lists) or len({len(x) for x in lists}) != 1:
         return None
     joined = []
-    for parts in zip(*lists, strict=True):  # type: ignore[call-overload]
+    for parts in zip(*lists, strict=True):
         workers = [w for p in parts for w in p.get("workers", [])]
         if len(workers) != len(parts) or len(set(workers)) != len(workers):
             return None
@@ -561,7 +563,8 @@ class Trace:
             for col in df.columns:
                 _check_storable(df[col])  # same column rules as JSON
             table = pa.Table.from_pandas(df, preserve_index=False)
-            write_file(p / f"{name}.parquet", lambda fh, table=table: pq.write_table(table, fh))
+            # mypy infers no type for a lambda with a default argument (it binds this loop's table)
+            write_file(p / f"{name}.parquet", lambda fh, table=table: pq.write_table(table, fh))  # type: ignore[misc]
         head = {"format": FORMAT, "version": VERSION, "meta": self.meta, "storage": "parquet"}
         write_file(p / "meta.json", lambda fh: fh.write(json.dumps(head).encode("utf-8")))
         return p
@@ -580,6 +583,7 @@ class Trace:
                 return False
         return True
 
+    # unhashable, as a mutable value with __eq__ should be; typeshed declares object.__hash__ a method
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:

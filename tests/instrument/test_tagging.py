@@ -229,11 +229,11 @@ def test_file_index_is_the_position_in_the_list(tf, monkeypatch, scan, buckets):
     if buckets is not None:
         monkeypatch.setattr(tagging, "FINGERPRINT_BUCKETS", buckets)
     files = [f"/data/part-{i:03d}" for i in range(40)] + ["/data/part-007"]
-    index = tagging._file_index_fn(files)
+    index = tagging.file_index_fn(files)
     names = tf.data.Dataset.from_tensor_slices([*files, "/data/other", ""])
     expected = [files.index(f) for f in files] + [len(files), len(files)]
     assert [int(i) for i in names.map(index)] == expected
-    assert int(tagging._file_index_fn([])(tf.constant("/data/other"))) == 0
+    assert int(tagging.file_index_fn([])(tf.constant("/data/other"))) == 0
 
 
 def test_file_ids_by_hash_bucket_decode_to_the_files_that_hash_there(tf):

@@ -12,9 +12,10 @@ once through ``vizdist.trace_distribution``, and checks:
    ``fingerprint`` and ``diagnose`` says so at ``info``);
 3. no ``error`` finding is raised on a trace whose ids are not exact.
 
-The outcome of every case is written to ``transformations.json`` beside this file, and the README's
-transformation table is generated from it (``python .ci/transform_table.py``); the last test fails
-when the README block differs from the outcomes.
+The outcomes of all cases are written to ``transformations.json`` in a temporary folder (never the
+source tree), and the README's transformation table is generated from that file
+(``python .ci/transform_table.py PATH``); the last test fails, naming PATH, when the README block
+differs from the outcomes.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ import vizdist
 from tests.instrument.test_tagging import raw_values
 
 ROOT = Path(__file__).resolve().parents[2]
-RESULTS = Path(__file__).with_name("transformations.json")
 OUTCOMES = {"exact": "exact", "positional": "positional", "fingerprint": "by content"}
 
 
@@ -280,12 +280,12 @@ def _table_script() -> Any:
     return module
 
 
-def test_readme_table_is_generated_from_these_results():
+def test_readme_table_is_generated_from_these_results(tmp_path_factory):
     if len(_results) < len(CASES):
         pytest.skip("only part of the transformation cases ran in this session")
     results = {c.name: _results[c.name] for c in CASES}
-    if not RESULTS.exists() or json.loads(RESULTS.read_text()) != results:
-        RESULTS.write_text(json.dumps(results, indent=1) + "\n")
+    out = tmp_path_factory.mktemp("transformations") / "transformations.json"
+    out.write_text(json.dumps(results, indent=1) + "\n")
     table = _table_script()
     assert table.readme_block((ROOT / "README.md").read_text()) == table.render_table(results), (
-        "README.md's transformation table differs from the test results: run python .ci/transform_table.py")
+        f"README.md's transformation table differs from the test results: run python .ci/transform_table.py {out}")

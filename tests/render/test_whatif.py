@@ -71,3 +71,29 @@ def test_a_run_cut_short_is_reported_and_the_last_finished_run_stays():
     assert "still shows the last run that finished" in w.error
     w.controls["replicas"].value = 2  # a finished run draws again
     assert w.runs == 2 and w.error == "" and w.last_diff is not None and w.last_diff.unchanged
+
+
+def test_an_experiment_is_shown_and_cleaned_up_when_its_widget_goes():
+    """A widget lives as long as the kernel holds it; its experiment's cleanup runs when it goes (at exit here)."""
+    import subprocess
+    import sys
+
+    code = ("from vizdist.analysis.whatif import Experiment, Knob\n"
+            "from vizdist.render.whatif import WhatIf\n"
+            "from vizdist.trace import Trace\n"
+            "run = lambda *, n: Trace.from_records(elements=[dict(step=0, replica=0, source_id=n)])\n"
+            "w = WhatIf.of(Experiment(run, [Knob('n', 'n', 'int', 1, options=(1, 2))], title='t',\n"
+            "                         cleanup=lambda: print('cleaned', flush=True)))\n"
+            "print('runs', w.runs, w.title, flush=True)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.split("\n")[:2] == ["runs 1 t", "cleaned"]
+
+
+def test_an_experiment_is_cleaned_up_when_its_widget_cannot_be_built():
+    from vizdist.analysis.whatif import Experiment
+
+    cleaned = []
+    with pytest.raises(TypeError, match="run must be a function"):
+        WhatIf.of(Experiment("not callable", [Knob("n", "n", "int", 1, options=(1, 2))], title="t",
+                             cleanup=lambda: cleaned.append(1)))
+    assert cleaned == [1]

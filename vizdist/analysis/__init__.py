@@ -12,4 +12,6 @@ Modules here import only ``vizdist.trace`` / ``vizdist.contract`` /
 
 - :mod:`vizdist.analysis.sharding`: :class:`~vizdist.analysis.sharding.ShardComparison`.
 - :mod:`vizdist.analysis.timeline`: :func:`~vizdist.analysis.timeline.overlap_summary`.
+- :mod:`vizdist.analysis.whatif`: the :class:`~vizdist.analysis.whatif.Knob` s and the
+  :class:`~vizdist.analysis.whatif.Experiment` a what-if widget shows.
 """

@@ -3,8 +3,8 @@
 ``vizdist.compare_shard_policies`` (in ``vizdist/instrument``) records the
 runs and returns a :class:`ShardComparison`; this module only reads its
 traces and the input files. Its figure and HTML table come from
-``vizdist/render/sharding.py``, which registers them in :data:`VIEWS` when it
-is imported (the analysis layer never imports a renderer).
+``vizdist/render/sharding.py``, whose ``register_views()`` puts them in :data:`VIEWS`
+(``vizdist.compare_shard_policies`` calls it; the analysis layer never imports a renderer).
 
 Example:
     >>> from vizdist import Trace
@@ -31,7 +31,7 @@ __all__ = ["POLICIES", "VIEWS", "ShardComparison", "content_map"]
 POLICIES = ("AUTO", "FILE", "DATA", "HINT", "OFF")
 
 #: How a comparison draws itself: ``"plot"`` (a matplotlib figure) and
-#: ``"html"`` (a table), filled by ``vizdist.render.sharding`` on import.
+#: ``"html"`` (a table), filled by ``vizdist.render.sharding.register_views()``.
 VIEWS: dict[str, Callable[..., Any]] = {}
 
 

@@ -33,8 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from vizdist._files import write_file
-from vizdist.instrument.cluster import _USER_TASK_MODES, WorkerContext, _stamp, _task_from_tf_config
+from vizdist.instrument import jobfiles
+from vizdist.instrument.cluster import USER_TASK_MODES, WorkerContext
 from vizdist.instrument.record import task_number
+from vizdist.instrument.shards import stamp, task_from_tf_config
 from vizdist.instrument.supervisor import POLL_S, report
 from vizdist.instrument.topology import write_listen_file
 from vizdist.trace import Trace
@@ -45,7 +47,7 @@ def _write_json(path: Path, doc: Any) -> None:
 
 
 def _check_layout(spec: Mapping[str, Any]) -> None:
-    _, _, cluster = _task_from_tf_config()
+    _, _, cluster = task_from_tf_config()
     expected = {k: int(v) for k, v in spec["layout"].items() if int(v) > 0}
     got = {k: len(v) for k, v in cluster.items()}
     if got != expected:
@@ -54,7 +56,7 @@ def _check_layout(spec: Mapping[str, Any]) -> None:
 
 def _wait_for_job(job: Path, timeout: float) -> Any:
     deadline = time.monotonic() + timeout
-    job_file = job / "job.pkl"
+    job_file = job / jobfiles.JOB
     while not job_file.exists():
         if time.monotonic() > deadline:
             raise TimeoutError("no job arrived from the launcher")
@@ -70,7 +72,7 @@ def run_task(ctx: WorkerContext, job: Path, spec: Mapping[str, Any]) -> Any:
 
     _check_layout(spec)
     mode = spec["mode"]
-    if ctx.task_type not in _USER_TASK_MODES[mode]:
+    if ctx.task_type not in USER_TASK_MODES[mode]:
         return serve(ctx)
     report("ready")
     fn, args, kwargs = _wait_for_job(job, float(spec["timeout"]))
@@ -78,8 +80,8 @@ def run_task(ctx: WorkerContext, job: Path, spec: Mapping[str, Any]) -> Any:
     result = fn(ctx, *args, **kwargs)
     write_listen_file(job, ctx.task)  # what its TF server (if fn started one) listens on and connected to
     if isinstance(result, Trace):
-        worker = task_number(ctx.task_type, ctx.task_index, _task_from_tf_config()[2]) if mode == "mwms" else None
-        _stamp(result, worker=worker, task=ctx.task).save(job / f"worker-{ctx.task}.json")
+        worker = task_number(ctx.task_type, ctx.task_index, task_from_tf_config()[2]) if mode == "mwms" else None
+        stamp(result, worker=worker, task=ctx.task).save(jobfiles.TRACE.path(job, ctx.task))
         return None
     try:
         json.dumps(result)
@@ -112,7 +114,7 @@ def _report_error(job: Path, task: str, exc: BaseException) -> None:
     if partial is not None and hasattr(partial, "to_dict"):
         doc["partial_trace"] = partial.to_dict()
     try:
-        _write_json(job / f"error-{task}.json", doc)
+        _write_json(jobfiles.ERROR.path(job, task), doc)
         report("failed")
     finally:
         sys.stderr.write(doc["traceback"])
@@ -123,7 +125,7 @@ def main(argv: list[str]) -> int:
     """Run task ``argv = [JOB_DIR, TASK_TYPE, TASK_INDEX]``; 0 on success, 1 on error."""
     job = Path(argv[0])
     task_type, task_index = argv[1], int(argv[2])
-    spec = json.loads((job / "spec.json").read_text(encoding="utf-8"))
+    spec = json.loads((job / jobfiles.SPEC).read_text(encoding="utf-8"))
     report("starting")
     try:
         ctx = WorkerContext(
@@ -133,7 +135,7 @@ def main(argv: list[str]) -> int:
         )
         result = run_task(ctx, job, spec)
         if result is not None:
-            _write_json(job / f"result-{ctx.task}.json", result)
+            _write_json(jobfiles.RESULT.path(job, ctx.task), result)
         report("done")
         return 0
     except BaseException as exc:  # report everything, including SystemExit from user code

@@ -46,11 +46,9 @@ from typing import Any
 
 from vizdist._files import write_file
 from vizdist.errors import IsolationError, TracingError
+from vizdist.instrument import jobfiles
 from vizdist.instrument.shards import (  # noqa: F401  (moved; re-exported for old imports)
     TASK_TYPES,
-    _checked_task,
-    _stamp,
-    _task_from_tf_config,
     record_worker_shard,
 )
 from vizdist.instrument.supervisor import (
@@ -70,7 +68,7 @@ from vizdist.trace import Trace
 
 __all__ = ["LocalCluster", "WorkerContext", "free_ports", "record_worker_shard"]
 
-_USER_TASK_MODES = {"mwms": ("worker",), "ps": ("chief",)}
+USER_TASK_MODES = {"mwms": ("worker",), "ps": ("chief",)}
 
 
 # -- inside a worker ----------------------------------------------------------
@@ -129,8 +127,8 @@ class WorkerContext:
             raise RuntimeError("stop_task works inside a LocalCluster run (its launcher does the killing); "
                                "this WorkerContext has no job folder.")
         job = Path(self.job_dir)
-        answer = job / f"stopped-{task}.json"
-        write_file(job / f"stop-{task}.request", task)
+        answer = jobfiles.STOPPED.path(job, task)
+        write_file(jobfiles.STOP_REQUEST.path(job, task), task)
         end = time.monotonic() + timeout
         while not answer.exists():
             if time.monotonic() > end:
@@ -374,7 +372,7 @@ class LocalCluster:
             "timeout": self.timeout, "collective_timeout": self.collective_timeout, "cluster": cluster,
             "deadline": time.time() + self.timeout,
         }
-        write_file(run.job / "spec.json", json.dumps(spec))
+        write_file(run.job / jobfiles.SPEC, json.dumps(spec))
         # The callable is shipped by reference where it can be: the workers import what this process can.
         paths = [p for p in sys.path if p and os.path.isdir(p)]
         for kind in ("chief", "worker", "ps"):
@@ -419,7 +417,7 @@ class LocalCluster:
         try:
             self._start(run)
             self._wait_ready(run, deadline)
-            write_file(job / "job.pkl", payload)
+            write_file(job / jobfiles.JOB, payload)
             run.started = time.monotonic()
             return self._wait_done(run, deadline)
         finally:
@@ -427,7 +425,7 @@ class LocalCluster:
             self._stop_run()
 
     def _user_children(self, run: _Run) -> list[Child]:
-        kinds = _USER_TASK_MODES[self.mode]
+        kinds = USER_TASK_MODES[self.mode]
         return [c for c in run.sup.children if run.tasks[c.name][0] in kinds]
 
     def _bar(self, total: int, desc: str) -> Any:
@@ -473,15 +471,15 @@ class LocalCluster:
 
     def _serve_stop_requests(self, run: _Run) -> None:
         """Kill the tasks a user task asked for (:meth:`WorkerContext.stop_task`) and answer it."""
-        for req in sorted(run.job.glob("stop-*.request")):
-            name = req.name[len("stop-"):-len(".request")]
+        for req in jobfiles.STOP_REQUEST.all(run.job):
+            name = jobfiles.STOP_REQUEST.task(req)
             child = next((c for c in run.sup.children if c.name == name), None)
             if child is not None and child.alive():
                 run.sup.kill(child, grace=0.0)
                 run.lost[name] = {"task": name, "how": "killed on request with SIGTERM, then SIGKILL",
                                   "after_s": round(time.monotonic() - run.started, 3)}
             answer = run.lost.get(name) or {"task": name, "how": "not running", "after_s": -1.0}
-            write_file(run.job / f"stopped-{name}.json", json.dumps(answer))
+            write_file(jobfiles.STOPPED.path(run.job, name), json.dumps(answer))
             req.unlink()
 
     def _note_lost(self, run: _Run, dead: list[Child]) -> list[Child]:
@@ -513,11 +511,11 @@ class LocalCluster:
     def _shards(self, job: Path) -> list[Trace]:
         from vizdist.trace import load_trace
 
-        return [load_trace(f) for f in sorted(job.glob("worker-*.json"))]
+        return [load_trace(f) for f in jobfiles.TRACE.all(job)]
 
     def _partial(self, job: Path, lost: Mapping[str, Any] | None = None) -> Trace | None:
         shards = self._shards(job)
-        for f in sorted(job.glob("error-*.json")):
+        for f in jobfiles.ERROR.all(job):
             doc = json.loads(f.read_text(encoding="utf-8"))
             if "partial_trace" in doc:
                 shards.append(Trace.from_dict(doc["partial_trace"]))
@@ -543,8 +541,8 @@ class LocalCluster:
     def _merge(self, job: Path, lost: Mapping[str, Any] | None = None) -> Trace:
         shards = self._shards(job)
         results = {}
-        for f in sorted(job.glob("result-*.json")):
-            results[f.name[len("result-"):-len(".json")]] = json.loads(f.read_text(encoding="utf-8"))["value"]
+        for f in jobfiles.RESULT.all(job):
+            results[jobfiles.RESULT.task(f)] = json.loads(f.read_text(encoding="utf-8"))["value"]
         extra: dict[str, Any] = self._cluster_meta(job)
         if results:
             extra["results"] = results
@@ -557,7 +555,7 @@ class LocalCluster:
     def _failure(self, run: _Run, dead: list[Child], when: str) -> TracingError:
         parts = []
         for c in dead:
-            err = run.job / f"error-{c.name}.json"
+            err = jobfiles.ERROR.path(run.job, c.name)
             if err.exists():
                 doc = json.loads(err.read_text(encoding="utf-8"))
                 parts.append(f"{c.name} failed {when}: {doc['type']}: {doc['message']}\n"

@@ -51,12 +51,12 @@ import tensorflow as tf
 from vizdist.instrument.tagging import (
     LINE_BITS,
     SOURCE_SHIFT,
-    _apply,
-    _Builder,
-    _file_index_fn,
-    _is_generator,
-    _py_call,
+    Builder,
+    apply_fn,
     decode_tags,
+    file_index_fn,
+    is_generator,
+    py_call,
 )
 
 __all__ = ["find_map_failure", "node_of"]
@@ -104,7 +104,7 @@ class _Stage:
     output: tf.data.Dataset | None = None
 
 
-class _MapStages(_Builder):
+class _MapStages(Builder):
     """tagging's builder, keeping each function's tagged input (a :class:`_Stage` each)."""
 
     def __init__(self) -> None:
@@ -134,20 +134,20 @@ class _MapStages(_Builder):
         t = self.build(inner)  # unfused: a range source is tagged by its value, as in the traced run
         self.ops.append("map")
         self.stages.append(_Stage("map", t, fn))
-        return t.map(lambda tag, v: (tag, _apply(fn, v)))
+        return t.map(lambda tag, v: (tag, apply_fn(fn, v)))
 
     def _flat_map(self, ds: Any) -> tf.data.Dataset:
         """flat_map / interleave, tagged as tagging does; the stage's input is what its function is
         called on, with the tag its first output gets."""
         kind = "flat_map" if type(ds).__name__ == "_FlatMapDataset" else "interleave"
-        if _is_generator(ds) or self._interleave_order(ds).get("deterministic") is False:
+        if is_generator(ds) or self._interleave_order(ds).get("deterministic") is False:
             return super()._flat_map(ds)  # (an interleave in no fixed order is not searched)
         first = len(self.sources)
         out = super()._flat_map(ds)
         source = self.sources[first]
         if source.get("id_is") == "file_line":  # files: tag = file index << 32 | position
             files = source["files"] if source["file_ids"] == "index" else None
-            index, off = _file_index_fn(files), first << SOURCE_SHIFT
+            index, off = file_index_fn(files), first << SOURCE_SHIFT
             tagged = ds._input_dataset.map(
                 lambda f: (off + tf.bitwise.left_shift(index(f), tf.constant(LINE_BITS, tf.int64)), f))
             self.stages.append(_Stage(kind, tagged, ds._map_func, output=out))
@@ -264,7 +264,7 @@ class _Call:
     """Calls a map's function or a filter's predicate on an element, as ``Dataset.map`` traces it."""
 
     def __init__(self, stage: _Stage) -> None:
-        self.probe = tf.function(lambda v: _apply(stage.fn, v), reduce_retracing=True)
+        self.probe = tf.function(lambda v: apply_fn(stage.fn, v), reduce_retracing=True)
         self.position = 0  # the output of the element that raised (flat_map / interleave)
 
     def run(self, value: Any, deadline: float) -> None:
@@ -279,7 +279,7 @@ class _ScanCall(_Call):
 
     def __init__(self, stage: _Stage) -> None:
         self.state = stage.state
-        self.probe = tf.function(lambda s, v: _py_call(stage.fn, s, v), reduce_retracing=True)
+        self.probe = tf.function(lambda s, v: py_call(stage.fn, s, v), reduce_retracing=True)
         self.position = 0
 
     def run(self, value: Any, deadline: float) -> None:

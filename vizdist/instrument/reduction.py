@@ -44,7 +44,7 @@ from vizdist.instrument.placement import (
     short_device,
 )
 from vizdist.instrument.record import num_workers, worker_position
-from vizdist.instrument.values import _json, _meta, trace_values, value_rows
+from vizdist.instrument.values import json_value, reduction_meta, trace_values, value_rows
 from vizdist.trace import Trace
 
 __all__ = ["HOW", "expected_reduction", "trace_loss_scaling", "trace_reduction", "trace_values", "value_rows"]
@@ -230,18 +230,18 @@ def trace_reduction(
     if traced:
         result = _run_eagerly(fn, value)
     results = value_rows(strategy, result, offset=offset) if how != "reduce" else [
-        {"replica": -1, "device": short_device(result.device), "value": _json(result), "type": type(result).__name__}]
+        {"replica": -1, "device": short_device(result.device), "value": json_value(result), "type": type(result).__name__}]
     entry = {
         "call": _CALLS[how], "reduce_op": reduce_op if how != "all_gather" else "GATHER", "axis": axis,
         "cross_device_ops": _cross_device_ops(strategy, value), "workers": [worker],
         "inputs": inputs, "destinations": sorted({r["device"] for r in results}), "results": results,
-        "expected": _json(np.asarray(expected_reduction(every, how, reduce_op, axis))),
+        "expected": json_value(np.asarray(expected_reduction(every, how, reduce_op, axis))),
         "ops": [o for o in rec.ops() if o["stage"] in ("reduce", "step", "host", "transfer")],
         "collectives": collectives, "note": _note(traced, multi),
     }
     if collectives:
         entry["communication"] = communication(strategy)
-    meta = _meta(strategy)
+    meta = reduction_meta(strategy)
     meta["reductions"] = [*_earlier(into), entry]
     meta["placement"] = rec.placement()
     return Trace(meta=meta)

@@ -32,6 +32,7 @@ import numpy as np
 from vizdist._files import write_file
 from vizdist.analysis.sharding import POLICIES, ShardComparison, content_map
 from vizdist.errors import TracingError
+from vizdist.instrument import jobfiles
 from vizdist.trace import Trace
 
 __all__ = ["POLICIES", "ShardComparison", "compare_shard_policies", "write_text_files", "write_tfrecord_files"]
@@ -298,7 +299,8 @@ def compare_shard_policies(
             their servers and run code in them while they run.
 
     Returns:
-        A :class:`ShardComparison`; ``.summary()`` is the table, and it
+        A :class:`ShardComparison`; ``.summary()`` is the table. ``vizdist.compare_shard_policies``
+        also registers its views (``vizdist.render.sharding.register_views``), so that result
         renders side by side in Jupyter.
 
     Example:
@@ -325,7 +327,6 @@ def _compare(files: Sequence[str | os.PathLike[str]], *, workers: int, global_ba
              run_unshardable: bool, capture_tf_log: bool, timeout: float, collective_timeout: float,
              progress: bool, isolate: bool) -> ShardComparison:
     """:func:`compare_shard_policies` on given files."""
-    import vizdist.render.sharding  # noqa: F401  (registers ShardComparison's figure and HTML views)
     pols, files = _check_policy_args(files, policies, global_batch_size)
     notes = _unrunnable(pols, files, workers)
     main = [p for p in pols if p not in notes]
@@ -393,7 +394,7 @@ def _run_group(group: list[str], cluster_kw: dict[str, Any], kwargs: dict[str, A
         if cluster.job_dir is not None and logs is not None:
             for w in range(int(cluster_kw["workers"])):
                 with contextlib.suppress(OSError):
-                    text = (cluster.job_dir / f"log-worker-{w}.txt").read_text(errors="replace")
+                    text = jobfiles.LOG.path(cluster.job_dir, f"worker-{w}").read_text(errors="replace")
                     for p, lines in _split_logs(text).items():
                         logs.setdefault(p, []).extend(f"worker {w}: {ln}" for ln in lines)
     return merged

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from vizdist.analysis.topology import resolver_spec
+from vizdist.instrument import jobfiles
 from vizdist.instrument.record import task_number
 from vizdist.instrument.topology import network_meta, sockets
 from vizdist.trace import Trace
@@ -50,7 +51,7 @@ from vizdist.trace import Trace
 __all__ = ["TASK_TYPES", "record_worker_shard", "task_from_resolver"]
 
 
-def _stamp(trace: Trace, *, worker: int | None, task: str) -> Trace:
+def stamp(trace: Trace, *, worker: int | None, task: str) -> Trace:
     """Set the ``worker`` column (multi-worker tasks) and ``meta['task']``."""
     tables = {}
     for name in ("elements", "batches", "events"):
@@ -63,7 +64,7 @@ def _stamp(trace: Trace, *, worker: int | None, task: str) -> Trace:
     return Trace(**tables, meta=meta)
 
 
-def _task_from_tf_config() -> tuple[str, int, dict[str, Any]]:
+def task_from_tf_config() -> tuple[str, int, dict[str, Any]]:
     raw = os.environ.get("TF_CONFIG", "")
     if not raw:
         raise ValueError(
@@ -91,7 +92,7 @@ def _task_from_tf_config() -> tuple[str, int, dict[str, Any]]:
 TASK_TYPES = ("chief", "worker", "ps", "evaluator")
 
 
-def _checked_task(task_type: Any, task_index: Any) -> tuple[str, int]:
+def checked_task(task_type: Any, task_index: Any) -> tuple[str, int]:
     """Only TensorFlow's task types and whole, non-negative indexes name a shard file."""
     if task_type not in TASK_TYPES:
         raise ValueError(
@@ -151,12 +152,12 @@ def record_worker_shard(
     task_type, task_index, cluster, source = _resolve_task(task_type, task_index, resolver)
     # one numbering everywhere (chief 0, then workers, then evaluators), as the recorder numbers them
     worker = task_number(task_type, task_index, cluster) if task_type in ("chief", "worker", "evaluator") else None
-    stamped = _stamp(trace, worker=worker, task=f"{task_type}-{task_index}")
+    stamped = stamp(trace, worker=worker, task=f"{task_type}-{task_index}")
     # what this process advertised (its cluster) and really listens on, for vizdist.topology
     net = network_meta(cluster, seen={f"{task_type}:{task_index}": sockets()}, resolver=source)
     stamped = Trace(elements=stamped.elements, batches=stamped.batches, events=stamped.events,
                     meta={**stamped.meta, "network": net})
-    out = Path(directory) / f"worker-{task_type}-{int(task_index):05d}.json"
+    out = jobfiles.TRACE.path(Path(directory), f"{task_type}-{int(task_index):05d}")
     return stamped.save(out)
 
 
@@ -168,16 +169,16 @@ def _resolve_task(task_type: Any, task_index: Any, resolver: Any) -> tuple[str, 
         ttype, tindex, cluster = task_from_resolver(resolver)
         source = type(resolver).__name__
     elif task_type is None or task_index is None:
-        ttype, tindex, cluster = _task_from_tf_config()
+        ttype, tindex, cluster = task_from_tf_config()
         source = "TF_CONFIG"
     else:
         ttype, tindex = task_type, task_index
         if os.environ.get("TF_CONFIG"):
             with contextlib.suppress(ValueError):
-                cluster, source = _task_from_tf_config()[2], "TF_CONFIG"
+                cluster, source = task_from_tf_config()[2], "TF_CONFIG"
     task_type = task_type if task_type is not None else ttype
     task_index = task_index if task_index is not None else tindex
-    return (*_checked_task(task_type, task_index), cluster, source)
+    return (*checked_task(task_type, task_index), cluster, source)
 
 
 def task_from_resolver(resolver: Any) -> tuple[str, int, dict[str, list[str]]]:

@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from vizdist._files import write_file
+from vizdist.instrument import jobfiles
 
 __all__ = [
     "Child",
@@ -400,7 +401,7 @@ class Supervisor:
         holder = str(self.namespace.pid) if self.namespace is not None else "-"
         deathsig = "1" if threading.current_thread() is threading.main_thread() else "0"
         argv = [sys.executable, "-P", "-c", _BOOT, holder, str(os.getpid()), deathsig, module, *args]
-        log = self.folder / f"log-{name}.txt"
+        log = jobfiles.LOG.path(self.folder, name)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
         fd = os.open(log, flags, 0o600)
         with os.fdopen(fd, "wb") as fh:  # a new file: never one planted there, nor a link

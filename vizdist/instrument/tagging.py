@@ -167,7 +167,7 @@ def _call(wrapper: Any, value: Any) -> Any:
     return structure.from_compatible_tensor_list(wrapper.output_structure, list(out))
 
 
-def _apply(wrapper: Any, value: Any) -> Any:
+def apply_fn(wrapper: Any, value: Any) -> Any:
     """Re-trace the user's own Python function on ``value``, as ``Dataset.map`` does.
 
     Tracing the function inline (rather than calling TF's traced ConcreteFunction) builds the very
@@ -256,7 +256,7 @@ def _scan_index_fn(files: list[str]) -> Any:
     return file_index
 
 
-def _file_index_fn(files: list[str] | None) -> Any:
+def file_index_fn(files: list[str] | None) -> Any:
     """A graph function: file name -> its index in ``files`` (``len(files)`` if absent).
 
     ``files`` None: a 24-bit hash bucket (may collide; the trace says so). Up to
@@ -312,7 +312,7 @@ def _is_counter(ds: Any) -> bool:
             and _const(ds._step) == 1)
 
 
-def _is_generator(ds: Any) -> bool:
+def is_generator(ds: Any) -> bool:
     func = getattr(getattr(ds, "_map_func", None), "_func", None)
     return getattr(func, "__module__", "").endswith("from_generator_op")
 
@@ -329,7 +329,7 @@ def _parallel(ds: Any) -> dict[str, Any]:
     return {"num_parallel_calls": _const(ds._num_parallel_calls), "deterministic": _deterministic(ds._deterministic)}
 
 
-def _py_call(wrapper: Any, *args: Any) -> Any:
+def py_call(wrapper: Any, *args: Any) -> Any:
     """Call the user's Python function of a transformation on ``args`` (as tf.data does)."""
     ret = variable_utils.convert_variables_to_tensors(wrapper._func(*args))
     return tuple(ret) if isinstance(ret, list) else ret
@@ -340,7 +340,7 @@ def _row_splits_dtype(ds: Any) -> Any:
     return specs[0].row_splits_dtype if specs else tf.int64
 
 
-class _Builder:
+class Builder:
     """Walks the user's dataset graph (sink to sources) and rebuilds it with a tag per element."""
 
     def __init__(self) -> None:
@@ -413,7 +413,7 @@ class _Builder:
         """Files read one per function call: tag = file index << 32 | line.
 
         The file index is the file's position in the known list of files, looked up exactly
-        (:func:`_file_index_fn`), so two files never share an id.
+        (:func:`file_index_fn`), so two files never share an id.
         """
         files = _known_files(filenames)
         exact = files is not None
@@ -425,7 +425,7 @@ class _Builder:
                 "the list of files could not be read up front, so files are told apart by a 24-bit hash of "
                 "their path and two files may share an id")
         off = src << SOURCE_SHIFT
-        file_index = _file_index_fn(files)
+        file_index = file_index_fn(files)
 
         def read_tagged(filename: tf.Tensor) -> tf.data.Dataset:
             base = off + tf.bitwise.left_shift(file_index(filename), tf.constant(LINE_BITS, tf.int64))
@@ -494,8 +494,8 @@ class _Builder:
         """
         inp, fn, order = ds._input_dataset, ds._map_func, self._interleave_order(ds)
         if inp.element_spec == tf.TensorSpec([], tf.string):
-            return self._files(ds, inp, lambda f: _apply(fn, f), order)
-        if _is_generator(ds):
+            return self._files(ds, inp, lambda f: apply_fn(fn, f), order)
+        if is_generator(ds):
             self.ops.append("from_generator")
             return self._enumerate(ds, "generator")
         if _upstream_has(inp, _FILE_READERS | _BATCHERS):
@@ -515,7 +515,7 @@ class _Builder:
         def expand(tag: tf.Tensor, v: Any) -> tf.data.Dataset:
             part = lambda i, *x: (tag + tf.bitwise.left_shift(tf.bitwise.bitwise_and(i, mask), shift),  # noqa: E731
                                   x[0] if len(x) == 1 else x)
-            return _apply(fn, v).enumerate().map(part)
+            return apply_fn(fn, v).enumerate().map(part)
 
         return self._interleave(t, expand, order)
 
@@ -528,11 +528,11 @@ class _Builder:
             if off is not None:
                 # Fuse: the tag is computed inside the user's own map, so tagging adds no op.
                 self.ops.append("map")
-                return inner.map(lambda x: (_offset(x, off), _apply(fn, x)), **kw)
+                return inner.map(lambda x: (_offset(x, off), apply_fn(fn, x)), **kw)
             self.ops.pop()
         t = self.build(inner)
         self.ops.append("map")
-        return t.map(lambda tag, v: (tag, _apply(fn, v)), **kw)
+        return t.map(lambda tag, v: (tag, apply_fn(fn, v)), **kw)
 
     def _snapshot(self, snap: Any) -> tf.data.Dataset:
         """``snapshot`` is enumerate -> _SnapshotDataset -> map; the tagged stream gets its own snapshot
@@ -552,14 +552,14 @@ class _Builder:
         pred = ds._predicate
         self.ops.append("filter")
         self.flags["filter"] = True
-        return t.filter(lambda tag, v: _apply(pred, v))
+        return t.filter(lambda tag, v: apply_fn(pred, v))
 
     def _take_while(self, ds: Any) -> tf.data.Dataset:
         t = self.build(ds._input_dataset)
         pred = ds._predicate
         self.ops.append("take_while")
         self.flags["take"] = True
-        return t.take_while(lambda tag, v: _apply(pred, v))
+        return t.take_while(lambda tag, v: apply_fn(pred, v))
 
     def _scan(self, ds: Any) -> tf.data.Dataset:
         t = self.build(ds._input_dataset)
@@ -568,7 +568,7 @@ class _Builder:
 
         def step(state: Any, element: Any) -> Any:
             tag, v = element
-            new_state, out = _py_call(fn, state, v)
+            new_state, out = py_call(fn, state, v)
             return new_state, (tag, out)
 
         return t.scan(ds._initial_state, step)
@@ -786,25 +786,25 @@ class _Builder:
                                                                  ds._stop_on_empty_dataset)
 
 
-_SOURCES = {_Builder._range, _Builder._slices, _Builder._tensors, _Builder._file_reader, _Builder._service}
+_SOURCES = {Builder._range, Builder._slices, Builder._tensors, Builder._file_reader, Builder._service}
 _MULTI = {"_ZipDataset", "_DirectedInterleaveDataset"}
 _HANDLERS: dict[str, Any] = {
-    "_RangeDataset": _Builder._range, "_TensorSliceDataset": _Builder._slices,
-    "_TensorDataset": _Builder._tensors,
-    "TextLineDatasetV2": _Builder._file_reader, "TFRecordDatasetV2": _Builder._file_reader,
-    "_ZipDataset": _Builder._zip, "_ConcatenateDataset": _Builder._concatenate,
-    "_DirectedInterleaveDataset": _Builder._directed,
+    "_RangeDataset": Builder._range, "_TensorSliceDataset": Builder._slices,
+    "_TensorDataset": Builder._tensors,
+    "TextLineDatasetV2": Builder._file_reader, "TFRecordDatasetV2": Builder._file_reader,
+    "_ZipDataset": Builder._zip, "_ConcatenateDataset": Builder._concatenate,
+    "_DirectedInterleaveDataset": Builder._directed,
     **dict.fromkeys(("_FlatMapDataset", "_InterleaveDataset", "_ParallelInterleaveDataset",
-                     "ParallelInterleaveDataset"), _Builder._flat_map),
-    "_MapDataset": _Builder._map, "_ParallelMapDataset": _Builder._map,
-    "_FilterDataset": _Builder._filter, "_TakeWhileDataset": _Builder._take_while, "_ScanDataset": _Builder._scan,
-    **dict.fromkeys(("_BatchDataset", "_ParallelBatchDataset", "_PaddedBatchDataset"), _Builder._batch),
-    "_RebatchDataset": _Builder._rebatch, "_UnbatchDataset": _Builder._unbatch,
-    "_ShuffleDataset": _Builder._shuffle, "_RepeatDataset": _Builder._repeat,
-    "_TakeDataset": _Builder._count_op, "_SkipDataset": _Builder._count_op,
-    "_PrefetchDataset": _Builder._prefetch, "CacheDataset": _Builder._cache, "_CacheDataset": _Builder._cache,
-    "_ShardDataset": _Builder._shard, "_RestructuredDataset": _Builder._restructure,
-    "_OptionsDataset": _Builder._options, "_DataServiceDatasetV2": _Builder._service,
+                     "ParallelInterleaveDataset"), Builder._flat_map),
+    "_MapDataset": Builder._map, "_ParallelMapDataset": Builder._map,
+    "_FilterDataset": Builder._filter, "_TakeWhileDataset": Builder._take_while, "_ScanDataset": Builder._scan,
+    **dict.fromkeys(("_BatchDataset", "_ParallelBatchDataset", "_PaddedBatchDataset"), Builder._batch),
+    "_RebatchDataset": Builder._rebatch, "_UnbatchDataset": Builder._unbatch,
+    "_ShuffleDataset": Builder._shuffle, "_RepeatDataset": Builder._repeat,
+    "_TakeDataset": Builder._count_op, "_SkipDataset": Builder._count_op,
+    "_PrefetchDataset": Builder._prefetch, "CacheDataset": Builder._cache, "_CacheDataset": Builder._cache,
+    "_ShardDataset": Builder._shard, "_RestructuredDataset": Builder._restructure,
+    "_OptionsDataset": Builder._options, "_DataServiceDatasetV2": Builder._service,
 }
 
 
@@ -830,7 +830,7 @@ def tag_dataset(dataset: tf.data.Dataset) -> Tagged:
     """
     if not isinstance(dataset, tf.data.Dataset):
         raise TypeError(f"tag_dataset takes a tf.data.Dataset; got {type(dataset).__name__}.")
-    b = _Builder()
+    b = Builder()
     with service_registry.one_run():
         tagged = b.build(dataset)
     notes = [f"{op}: ids number its output elements (their position), not the source elements that made them"

@@ -22,7 +22,7 @@ from vizdist.trace import Trace
 __all__ = ["trace_values", "value_rows"]
 
 
-def _json(value: Any) -> Any:
+def json_value(value: Any) -> Any:
     arr = np.asarray(value)
     return arr.tolist() if arr.size <= 256 else {"shape": list(arr.shape), "dtype": str(arr.dtype)}
 
@@ -46,7 +46,7 @@ def value_rows(strategy: tf.distribute.Strategy, value: Any, *, offset: int = 0)
             v_value, device = v.read_value(), v.device
         else:
             v_value, device = v, getattr(v, "device", "")
-        rows.append({"replica": offset + r, "device": short_device(str(device)), "value": _json(v_value), "type": kind})
+        rows.append({"replica": offset + r, "device": short_device(str(device)), "value": json_value(v_value), "type": kind})
     return rows
 
 
@@ -61,13 +61,13 @@ def trace_values(strategy: tf.distribute.Strategy, value: Any) -> Trace:
     """
     from vizdist.instrument.record import worker_position
 
-    meta = _meta(strategy)
+    meta = reduction_meta(strategy)
     rows = value_rows(strategy, value, offset=worker_position(strategy)[1])
     meta["distributed_values"] = [{"type": type(value).__name__, "components": rows}]
     return Trace(meta=meta)
 
 
-def _meta(strategy: tf.distribute.Strategy) -> dict[str, Any]:
+def reduction_meta(strategy: tf.distribute.Strategy) -> dict[str, Any]:
     from vizdist.instrument.record import strategy_name
 
     try:

@@ -1,11 +1,13 @@
-"""What-if knobs on live TensorFlow: the runners behind ``vizdist.what_if``.
+"""What-if knobs on live TensorFlow: the experiments behind ``vizdist.what_if``.
 
-:func:`what_if` takes the elements of your dataset (before batching) and returns a
-:class:`~vizdist.render.whatif.WhatIf` widget whose knobs (global batch size, replicas,
+:func:`what_if` takes the elements of your dataset (before batching) and returns an
+:class:`~vizdist.analysis.whatif.Experiment` (``vizdist.what_if`` shows it as a
+:class:`~vizdist.render.whatif.WhatIf` widget) whose knobs (global batch size, replicas,
 ``drop_remainder``, the input API and ``InputReplicationMode``, and with a ``map_fn`` also
 ``num_parallel_calls`` and ``prefetch``) re-run the real pipeline through
 :func:`~vizdist.instrument.distribution.trace_distribution` each time one moves. The widget
-(in ``vizdist/render``) never imports TensorFlow: it calls the runner built here.
+(in ``vizdist/render``) never imports TensorFlow: it calls the runner built here; and this module never
+imports the widget (``vizdist/experiments.py`` joins the two).
 
 **Replicas, honestly.** TensorFlow fixes its devices when it starts, so the number of logical
 devices cannot change afterwards. The replicas knob builds a ``MirroredStrategy`` over the *first k*
@@ -28,15 +30,15 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import shutil
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import tensorflow as tf
 
+from vizdist.analysis.whatif import Experiment, Knob
 from vizdist.instrument.distribution import trace_distribution
-from vizdist.render.whatif import Knob, WhatIf
 from vizdist.trace import Trace
 
 __all__ = ["INPUT_APIS", "DistributionRunner", "what_if", "what_if_cluster", "what_if_service"]
@@ -141,7 +143,7 @@ def what_if(
     step_fn: Callable[..., Any] | None = None,
     max_global_batch: int = 16,
     title: str | None = None,
-) -> WhatIf:
+) -> Experiment:
     """Knobs on a live single-process run: move one, TensorFlow runs again, the changes are marked.
 
     Args:
@@ -164,7 +166,8 @@ def what_if(
         title: the line above the knobs.
 
     Returns:
-        A :class:`~vizdist.render.whatif.WhatIf` widget (static view: the first run).
+        An :class:`~vizdist.analysis.whatif.Experiment`; ``vizdist.what_if`` returns it as a
+        :class:`~vizdist.render.whatif.WhatIf` widget (static view: the first run).
 
     Example:
         >>> w = vizdist.what_if(tf.data.Dataset.range(10), global_batch_size=4)   # doctest: +SKIP
@@ -190,8 +193,8 @@ def what_if(
     if map_fn is not None:
         knobs += [Knob("num_parallel_calls", "map parallelism", "choice", num_parallel_calls, options=_PARALLEL),
                   Knob("prefetch", "prefetch", "choice", prefetch, options=_PREFETCH)]
-    return WhatIf(runner, knobs, title=title or "What if? The knobs re-run this pipeline on real TensorFlow",
-                  note="Cells marked yellow changed since the last run.")
+    return Experiment(runner, knobs, title=title or "What if? The knobs re-run this pipeline on real TensorFlow",
+                      note="Cells marked yellow changed since the last run.")
 
 
 def what_if_cluster(
@@ -203,14 +206,15 @@ def what_if_cluster(
     max_workers: int = 3,
     timeout: float = 180.0,
     isolate: bool = True,
-) -> WhatIf:
+) -> Experiment:
     """Cluster knobs: workers, auto-shard policy and global batch on a real multi-worker cluster.
 
     Every move starts a :class:`~vizdist.instrument.cluster.LocalCluster` of ``workers`` processes
     (``MultiWorkerMirroredStrategy``, one replica per worker on CPU) and reads ``files`` through
     ``TextLineDataset(files).batch(global_batch)`` under the policy, through
     :func:`~vizdist.instrument.sharding.compare_shard_policies`; its progress bars show while it runs
-    (about 10–20 s on 2 cores). The picture is the split: replica ``r`` is worker ``r``.
+    (about 10–20 s on 2 cores). The picture is the split: replica ``r`` is worker ``r``. Returns an
+    :class:`~vizdist.analysis.whatif.Experiment` (``vizdist.what_if_cluster``: a WhatIf widget).
 
     Args:
         files: text files (default: 4 files of 4 numbered lines).
@@ -235,7 +239,7 @@ def what_if_cluster(
     if isolate:  # refuse now rather than at the first move of a knob
         probe_namespace("what_if_cluster", opt_out="what_if_cluster(..., isolate=False)")
     own = None
-    if files is None:  # written here, so removed here (by exact path) when the WhatIf goes
+    if files is None:  # written here, so removed (by exact path) when the experiment's widget goes
         import tempfile
 
         own = tempfile.mkdtemp(prefix="vizdist-whatif-")
@@ -254,15 +258,9 @@ def what_if_cluster(
     knobs = [Knob("workers", "workers", "int", workers, options=(1, max(max_workers, workers)), slow=True),
              Knob("shard_policy", "auto-shard policy", "choice", shard_policy, options=POLICIES, slow=True),
              Knob("global_batch_size", "global batch", "int", global_batch_size, options=(1, 8), slow=True)]
-    try:
-        w = WhatIf(run, knobs, title="What if? Cluster knobs (each move starts real worker processes)",
-                   note=f"{len(files)} text files; replica r is worker r (one replica per worker on CPU).")
-    except BaseException:
-        _remove(own)
-        raise
-    if own is not None:
-        weakref.finalize(w, _remove, own)
-    return w
+    return Experiment(run, knobs, title="What if? Cluster knobs (each move starts real worker processes)",
+                      note=f"{len(files)} text files; replica r is worker r (one replica per worker on CPU).",
+                      cleanup=functools.partial(_remove, own) if own is not None else None)
 
 
 def _remove(folder: str | None) -> None:
@@ -281,14 +279,15 @@ def what_if_service(
     sharding_policy: str = SERVICE_POLICIES[0],
     max_workers: int = 3,
     isolate: bool = True,
-) -> WhatIf:
+) -> Experiment:
     """tf.data service knobs: workers and sharding policy (processing mode), on a real service per run.
 
     Every move starts a :class:`~vizdist.instrument.service.LocalDataService` of ``workers`` worker
     processes, traces ``dataset`` through it and stops it. The picture is the split of the one
     consumer's stream; each element is labelled with the worker that made it (``5@w1``).
     ``isolate`` is passed to the service (``False``: anyone who can reach this machine can connect to
-    its servers and run code in them while they run).
+    its servers and run code in them while they run). Returns an
+    :class:`~vizdist.analysis.whatif.Experiment` (``vizdist.what_if_service``: a WhatIf widget).
 
     Example:
         >>> w = vizdist.what_if_service(tf.data.Dataset.range(8))        # doctest: +SKIP
@@ -306,5 +305,5 @@ def what_if_service(
     knobs = [Knob("workers", "workers", "int", workers, options=(1, max(max_workers, workers)), slow=True),
              Knob("sharding_policy", "sharding policy", "choice", sharding_policy, options=SERVICE_POLICIES,
                   slow=True)]
-    return WhatIf(run, knobs, title="What if? tf.data service knobs (each move starts a real service)",
-                  note="One consumer; each element is labelled with the service worker that made it (5@w1).")
+    return Experiment(run, knobs, title="What if? tf.data service knobs (each move starts a real service)",
+                      note="One consumer; each element is labelled with the service worker that made it (5@w1).")

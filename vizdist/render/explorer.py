@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from vizdist._optional import require
-from vizdist.render.html import _ids_text, cell_html, findings_html, split_html
+from vizdist.render.html import cell_html, findings_html, ids_text, split_html
 from vizdist.render.layout import split_layout
 from vizdist.trace import Trace
 
@@ -39,7 +39,7 @@ def split_text(layout: dict[str, Any], findings: pd.DataFrame) -> str:
     for s, cells in zip(layout["steps"], layout["cells"], strict=False):
         parts = []
         for rep, c in zip(layout["replicas"], cells, strict=False):
-            body = "empty" if c["empty"] or not c["labels"] else "[" + _ids_text(c["labels"]) + "]"
+            body = "empty" if c["empty"] or not c["labels"] else "[" + ids_text(c["labels"]) + "]"
             parts.append(f"r{rep['id']} {body}")
         lines.append(f"  step {s}: " + " | ".join(parts))
     if layout["total_steps"] > len(layout["steps"]):

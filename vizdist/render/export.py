@@ -143,12 +143,12 @@ def _other_data(trace: Trace, t0: int) -> dict[str, Any]:
 
 def _events(trace: Trace) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The trace's Trace Event list (track names, spans, buffer counters) and its ``otherData``."""
-    from vizdist.render.timeline_figure import _lane_order
+    from vizdist.render.timeline_figure import lane_order
 
     ev = trace.events
     _check_spans(ev)
     t0 = int(ev["t_start_ns"].min())
-    out, tids = _track_names(_lane_order(ev))
+    out, tids = _track_names(lane_order(ev))
     out.extend(_span_events(ev, t0, tids))
     return out, _other_data(trace, t0)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from vizdist.render._text import described, plain_figure
-from vizdist.render.html import _ids_text
+from vizdist.render.html import ids_text
 from vizdist.render.layout import split_layout
 from vizdist.trace import Trace
 
@@ -72,7 +72,7 @@ def plot_split(
             ax.add_patch(Rectangle((col, y), 1, 1, facecolor=rgba, edgecolor="white", linewidth=2,
                                    alpha=0.85))
             lum = 0.299 * rgba[0] + 0.587 * rgba[1] + 0.114 * rgba[2]
-            text = _ids_text(cell["labels"], limit=6)
+            text = ids_text(cell["labels"], limit=6)
             if cell["partial"]:
                 text += "\n(partial)"
             ax.text(col + 0.5, y + 0.5, text, ha="center", va="center", fontsize=8,

@@ -20,7 +20,7 @@ _TD = "border:1px solid #ccc;padding:3px 6px;vertical-align:top"
 _MARK = "background:#ffe08a;outline:2px solid #c80;"  # a cell that changed since the last run
 
 
-def _ids_text(labels: list[str], limit: int = 12) -> str:
+def ids_text(labels: list[str], limit: int = 12) -> str:
     if len(labels) <= limit:
         return ", ".join(labels)
     return ", ".join(labels[:limit]) + f", … (+{len(labels) - limit})"
@@ -30,7 +30,7 @@ def cell_html(cell: dict[str, Any]) -> str:
     """One (step, replica) cell: its ids, or a marked empty batch."""
     if cell["empty"] or not cell["labels"]:
         return '<span style="color:#b00">empty</span>'
-    text = escape(_ids_text(cell["labels"]))
+    text = escape(ids_text(cell["labels"]))
     if cell.get("partial"):
         text += ' <span style="color:#a60">(partial)</span>'
     return text

@@ -19,7 +19,7 @@ from typing import Any
 from vizdist.analysis.sharding import VIEWS, content_map
 from vizdist.render._text import described, plain_figure
 
-__all__ = ["element_grid", "plot_shard_policies", "shard_policies_html"]
+__all__ = ["element_grid", "plot_shard_policies", "register_views", "shard_policies_html"]
 
 
 def _name(path: str) -> str:
@@ -153,4 +153,10 @@ def shard_policies_html(cmp: Any) -> str:
             f"<tbody>{''.join(rows)}</tbody></table>{notes}</div>")
 
 
-VIEWS.update(plot=plot_shard_policies, html=shard_policies_html)  # ShardComparison.plot() / _repr_html_
+def register_views() -> None:
+    """Let a :class:`~vizdist.analysis.sharding.ShardComparison` draw itself with this module's views.
+
+    ``.plot()`` becomes :func:`plot_shard_policies` and Jupyter's HTML :func:`shard_policies_html`.
+    ``vizdist.compare_shard_policies`` calls this before it runs; importing this module registers nothing.
+    """
+    VIEWS.update(plot=plot_shard_policies, html=shard_policies_html)

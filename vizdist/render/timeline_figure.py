@@ -167,7 +167,7 @@ def _lanes(ev: pd.DataFrame) -> tuple[np.ndarray, list[tuple[int, str, bool]]]:
     return position[key], [lanes[i] for i in order]
 
 
-def _lane_order(ev: pd.DataFrame) -> list[tuple[int, str]]:
+def lane_order(ev: pd.DataFrame) -> list[tuple[int, str]]:
     """The (worker, lane) pairs of an events table in timeline order (also the order of exported traces)."""
     return [(w, name) for w, name, _ in _lanes(ev)[1]]
 

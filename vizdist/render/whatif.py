@@ -8,7 +8,10 @@ the split and marks what changed since the last run, read from :func:`vizdist.di
 elements moved or appeared, replicas that became empty, findings that appeared or went.
 
 Knobs that start processes (``slow=True``: workers, shard policy, processing mode) show their
-progress bars under the picture while they run. Build one with ``vizdist.what_if(...)``.
+progress bars under the picture while they run. Build one with ``vizdist.what_if(...)``. The knobs
+(:class:`~vizdist.analysis.whatif.Knob`) and the experiment a widget shows
+(:class:`~vizdist.analysis.whatif.Experiment`, built by ``vizdist/instrument/whatif.py``) live in the
+analysis layer; :meth:`WhatIf.of` shows an experiment.
 
 Where no live widget can render (GitHub, nbval), its static view shows the first run: the knobs,
 the split and the findings.
@@ -26,71 +29,37 @@ Example:
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from html import escape
 from typing import Any
 
 from vizdist._optional import require
 from vizdist.analysis.diff import TraceDiff, diff, unfinished_run
+from vizdist.analysis.whatif import Experiment, Knob
 from vizdist.diagnose import diagnose
 from vizdist.render.explorer import split_text
 from vizdist.render.html import findings_html, split_html
 from vizdist.render.layout import split_layout
 from vizdist.trace import Trace
 
-__all__ = ["Knob", "WhatIf", "changes_text", "marked_cells", "timing_html"]
+__all__ = ["Knob", "WhatIf", "changes_text", "knob_control", "marked_cells", "timing_html"]
 
 widgets = require("ipywidgets", pip="ipywidgets", conda="ipywidgets")
 
-KINDS = ("int", "choice", "bool")
-
-
-@dataclass(frozen=True)
-class Knob:
-    """One knob of a :class:`WhatIf`.
-
-    Attributes:
-        name: the keyword the run function takes.
-        label: what the control says.
-        kind: ``"int"`` (a slider over ``options = (min, max)``), ``"choice"`` (a drop-down of
-            ``options``) or ``"bool"`` (a check box).
-        value: the first value.
-        options: see ``kind``.
-        slow: it starts processes (a cluster, a service): its progress shows while it runs.
-        help: one line under the controls saying what the knob really does.
-    """
-
-    name: str
-    label: str
-    kind: str
-    value: Any
-    options: tuple[Any, ...] = ()
-    slow: bool = False
-    help: str = ""
-
-    def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"knob {self.name!r}: kind must be one of {KINDS}; got {self.kind!r}.")
-        if self.kind == "int" and (len(self.options) != 2 or not self.options[0] <= self.value <= self.options[1]):
-            raise ValueError(f"knob {self.name!r}: an int knob needs options=(min, max) around its value "
-                             f"{self.value!r}; got {self.options!r}.")
-        if self.kind == "choice" and self.value not in self.options:
-            raise ValueError(f"knob {self.name!r}: its value {self.value!r} is not one of {self.options!r}.")
-
-    def control(self) -> Any:
-        """The ipywidget for this knob (its value is the knob's value)."""
-        style = {"description_width": "initial"}
-        if self.kind == "int":
-            w = widgets.IntSlider(value=self.value, min=self.options[0], max=self.options[1], description=self.label,
-                                  continuous_update=False, style=style)
-        elif self.kind == "bool":
-            w = widgets.Checkbox(value=bool(self.value), description=self.label, indent=False, style=style)
-        else:
-            w = widgets.Dropdown(options=list(self.options), value=self.value, description=self.label, style=style)
-        w.add_class(f"vizdist-knob-{self.name}")
-        w.add_class("vizdist-knob")
-        return w
+def knob_control(knob: Knob) -> Any:
+    """The ipywidget for ``knob`` (its value is the knob's value)."""
+    style = {"description_width": "initial"}
+    if knob.kind == "int":
+        w = widgets.IntSlider(value=knob.value, min=knob.options[0], max=knob.options[1], description=knob.label,
+                              continuous_update=False, style=style)
+    elif knob.kind == "bool":
+        w = widgets.Checkbox(value=bool(knob.value), description=knob.label, indent=False, style=style)
+    else:
+        w = widgets.Dropdown(options=list(knob.options), value=knob.value, description=knob.label, style=style)
+    w.add_class(f"vizdist-knob-{knob.name}")
+    w.add_class("vizdist-knob")
+    return w
 
 
 def marked_cells(d: TraceDiff) -> set[tuple[int, int]]:
@@ -207,7 +176,7 @@ class WhatIf(widgets.VBox):  # type: ignore[misc]
         self.last_diff: TraceDiff | None = None
         self.runs, self.seconds, self.error = 0, 0.0, ""
         self._first: tuple[dict[str, Any], Trace] | None = None
-        self.controls = {k.name: k.control() for k in self.knobs}
+        self.controls = {k.name: knob_control(k) for k in self.knobs}
         self.status = widgets.HTML()
         self.status.add_class("vizdist-whatif-status")
         self.picture = widgets.HTML()
@@ -224,6 +193,19 @@ class WhatIf(widgets.VBox):  # type: ignore[misc]
         self.update()
         if self.trace is not None:
             self._first = (self.values, self.trace)
+
+    @classmethod
+    def of(cls, experiment: Experiment) -> WhatIf:
+        """The widget showing ``experiment``; its ``cleanup`` runs when the widget goes (or building it fails)."""
+        try:
+            w = cls(experiment.run, experiment.knobs, title=experiment.title, note=experiment.note)
+        except BaseException:
+            if experiment.cleanup is not None:
+                experiment.cleanup()
+            raise
+        if experiment.cleanup is not None:
+            weakref.finalize(w, experiment.cleanup)
+        return w
 
     @property
     def values(self) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from typing import Any
 
 from vizdist._files import write_file
 from vizdist.errors import TracingError
+from vizdist.instrument import jobfiles
 from vizdist.instrument.supervisor import POLL_S, report
 
 
@@ -66,26 +67,26 @@ def handle(job: Path, key: str) -> None:
     from vizdist.instrument.service.pipeline import deserialize, rebuild_strategy
     from vizdist.instrument.tagging import decode_tags
 
-    req = json.loads((job / f"req-{key}.json").read_text(encoding="utf-8"))
+    req = json.loads(jobfiles.REQUEST.path(job, key).read_text(encoding="utf-8"))
     meta = req["meta"]
     try:
-        dataset = deserialize((job / f"req-{key}.graph").read_bytes(), (job / f"req-{key}.spec").read_bytes())
+        dataset = deserialize(jobfiles.REQUEST_GRAPH.path(job, key).read_bytes(), jobfiles.REQUEST_SPEC.path(job, key).read_bytes())
         plan = Plan(**req["plan"])
         factories, unpack, meta["api"] = open_readers(dataset, plan, rebuild_strategy(req["strategy"]))
         trace = record(factories, unpack, meta, plan=plan, decode=lambda t: decode_tags(t, meta["tagging"]),
-                       kill=_kill_worker(req["worker_pids"]), on_progress=_Progress(job / f"prog-{key}.txt"))
-        trace.save(job / f"res-{key}.json")  # atomic: the parent sees all of it or none
+                       kill=_kill_worker(req["worker_pids"]), on_progress=_Progress(jobfiles.PROGRESS.path(job, key)))
+        trace.save(jobfiles.RESPONSE.path(job, key))  # atomic: the parent sees all of it or none
     except Exception as exc:
         partial = exc.partial_trace if isinstance(exc, TracingError) else None
         doc = {"type": type(exc).__name__, "message": str(exc),
                "partial_trace": partial.to_dict() if partial is not None else None}
-        _write(job / f"err-{key}.json", json.dumps(doc, default=str))
+        _write(jobfiles.SERVICE_ERROR.path(job, key), json.dumps(doc, default=str))
 
 
 def main(argv: list[str]) -> int:
     """Run the host for ``argv = [JOB_DIR]`` until the service stops it."""
     job = Path(argv[0])
-    cfg = json.loads((job / "host.json").read_text(encoding="utf-8"))
+    cfg = json.loads((job / jobfiles.HOST_CONFIG).read_text(encoding="utf-8"))
     if cfg["cpus"] > 1:
         from vizdist.instrument.devices import virtual_devices
 
@@ -94,8 +95,8 @@ def main(argv: list[str]) -> int:
     report("ready")
     done: set[str] = set()
     while True:
-        for req in sorted(job.glob("req-*.json")):
-            key = req.name[len("req-"):-len(".json")]
+        for req in jobfiles.REQUEST.all(job):
+            key = jobfiles.REQUEST.task(req)
             if key not in done:
                 done.add(key)
                 handle(job, key)

@@ -14,6 +14,7 @@ from typing import Any
 
 from vizdist._files import write_file
 from vizdist.errors import IsolationError, TracingError
+from vizdist.instrument import jobfiles
 from vizdist.instrument.cluster import EXPOSURE, IsolationWarning, start_namespace
 from vizdist.instrument.service import inprocess, options, pipeline, registry
 from vizdist.instrument.service.consume import Plan
@@ -193,7 +194,7 @@ class LocalDataService:
                                      namespace=self._ns, env=env)
         cfg = {"port": port, "worker_addresses": self.worker_addresses, "journal": journal,
                "cpus": _cpu_count_configured()}
-        write_file(sup.folder / "host.json", json.dumps(cfg))
+        write_file(sup.folder / jobfiles.HOST_CONFIG, json.dumps(cfg))
         self._host = sup.spawn("host", "vizdist.instrument.service.host", [str(sup.folder)])
         for i, p in enumerate(worker_ports):
             home = sup.folder / f"worker-{i}"  # private, neutral: only the worker-id file lives here

@@ -10,6 +10,7 @@ from typing import Any
 
 from vizdist._files import write_file
 from vizdist.errors import TracingError
+from vizdist.instrument import jobfiles
 from vizdist.instrument.service.consume import Plan
 from vizdist.instrument.service.pipeline import Pipeline, serialize
 from vizdist.instrument.supervisor import POLL_S, Child, Supervisor
@@ -22,16 +23,16 @@ _HOST_GRACE_S = 60.0
 def _send(folder: Path, key: str, prepared: Pipeline, plan: Plan, meta: dict[str, Any],
           strategy: dict[str, Any] | None, workers: list[Child]) -> None:
     graph, spec = serialize(prepared.dataset)
-    write_file(folder / f"req-{key}.graph", graph)
-    write_file(folder / f"req-{key}.spec", spec)
+    write_file(jobfiles.REQUEST_GRAPH.path(folder, key), graph)
+    write_file(jobfiles.REQUEST_SPEC.path(folder, key), spec)
     req = {"plan": dataclasses.asdict(plan), "meta": meta, "strategy": strategy,
            "worker_pids": [c.pid for c in workers]}
-    write_file(folder / f"req-{key}.json", json.dumps(req))
+    write_file(jobfiles.REQUEST.path(folder, key), json.dumps(req))
 
 
 def _progress(folder: Path, key: str) -> int:
     try:
-        return int((folder / f"prog-{key}.txt").read_text(encoding="utf-8") or 0)
+        return int(jobfiles.PROGRESS.path(folder, key).read_text(encoding="utf-8") or 0)
     except (OSError, ValueError):
         return 0
 
@@ -39,10 +40,10 @@ def _progress(folder: Path, key: str) -> int:
 def _result(sup: Supervisor, host: Child, folder: Path, key: str, plan: Plan, bar: Any) -> Trace:
     last_change, seen = time.monotonic(), 0
     while True:
-        if (folder / f"res-{key}.json").exists():
-            return load_trace(folder / f"res-{key}.json")
-        if (folder / f"err-{key}.json").exists():
-            raise _error(json.loads((folder / f"err-{key}.json").read_text(encoding="utf-8")))
+        if jobfiles.RESPONSE.path(folder, key).exists():
+            return load_trace(jobfiles.RESPONSE.path(folder, key))
+        if jobfiles.SERVICE_ERROR.path(folder, key).exists():
+            raise _error(json.loads(jobfiles.SERVICE_ERROR.path(folder, key).read_text(encoding="utf-8")))
         n = _progress(folder, key)
         if n != seen:
             bar.update(n - seen)

@@ -1,0 +1,63 @@
+"""The teaching experiments as ``vizdist`` gives them: instrument runs them, render shows them.
+
+``vizdist/instrument`` builds what-if experiments and shard-policy comparisons on real TensorFlow
+and never imports ``vizdist/render``; ``vizdist/render`` draws them and never imports TensorFlow.
+This module, above both layers (like ``vizdist/__init__.py``), joins them:
+
+- :func:`what_if`, :func:`what_if_cluster`, :func:`what_if_service` show the
+  :class:`~vizdist.analysis.whatif.Experiment` that ``vizdist.instrument.whatif`` builds as a
+  :class:`~vizdist.render.whatif.WhatIf` widget;
+- :func:`compare_shard_policies` registers the figure and HTML views of
+  :class:`~vizdist.analysis.sharding.ShardComparison` (explicitly:
+  :func:`vizdist.render.sharding.register_views`) before it runs the comparison, so its result
+  displays.
+
+Each keeps the signature and docstring of the function it wraps.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+# built on first use by __getattr__ below, so that importing this module imports no TensorFlow
+__all__ = ["compare_shard_policies", "what_if", "what_if_cluster", "what_if_service"]  # noqa: F822
+
+
+def _shown(name: str) -> Callable[..., Any]:
+    """``vizdist.instrument.whatif.<name>``, returning its experiment as a WhatIf widget."""
+    from vizdist.instrument import whatif as build
+
+    @functools.wraps(getattr(build, name))
+    def show(*args: Any, **kwargs: Any) -> Any:
+        from vizdist.render.whatif import WhatIf
+
+        return WhatIf.of(getattr(build, name)(*args, **kwargs))
+
+    return show
+
+
+def __getattr__(name: str) -> Any:
+    """Build the wrappers on first use (importing this module imports no TensorFlow)."""
+    if name in ("what_if", "what_if_cluster", "what_if_service"):
+        value = _shown(name)
+    elif name == "compare_shard_policies":
+        value = _compared()
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def _compared() -> Callable[..., Any]:
+    """``vizdist.instrument.sharding.compare_shard_policies``, with ShardComparison's views registered."""
+    from vizdist.instrument.sharding import compare_shard_policies as compare
+    from vizdist.render.sharding import register_views
+
+    @functools.wraps(compare)
+    def compare_shard_policies(*args: Any, **kwargs: Any) -> Any:
+        register_views()
+        return compare(*args, **kwargs)
+
+    return compare_shard_policies
