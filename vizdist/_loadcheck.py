@@ -115,10 +115,10 @@ def _fast_ok(s: pd.Series, dtype: str) -> bool:
             v = s.to_numpy()
             whole = np.isfinite(v) & (v == np.floor(v)) & (v >= _INT64_MIN) & (v < 2.0**63)
             return bool((np.isnan(v) | whole).all())  # nulls were checked above
-        return kind == "i" or (kind == "u" and (len(s) == 0 or int(s.max()) <= _INT64_MAX))
+        return bool(kind == "i" or (kind == "u" and (len(s) == 0 or int(s.max()) <= _INT64_MAX)))
     if dtype == "bool":
-        return kind == "b"
-    return kind in "OU" and pd.api.types.infer_dtype(s, skipna=True) in ("string", "empty")
+        return bool(kind == "b")
+    return bool(kind in "OU" and pd.api.types.infer_dtype(s, skipna=True) in ("string", "empty"))
 
 
 def _whole(v: Any) -> bool:
@@ -126,8 +126,8 @@ def _whole(v: Any) -> bool:
         return False
     if isinstance(v, int | np.integer):
         return _INT64_MIN <= int(v) <= _INT64_MAX
-    return isinstance(v, float | np.floating) and math.isfinite(v) and float(v).is_integer() and \
-        _INT64_MIN <= v < 2.0**63
+    return bool(isinstance(v, float | np.floating) and math.isfinite(v) and float(v).is_integer()
+                and _INT64_MIN <= v < 2.0**63)
 
 
 _VALID: dict[str, Callable[[Any], bool]] = {

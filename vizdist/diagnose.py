@@ -101,9 +101,9 @@ def _record_rows(trace: Trace) -> list[dict[str, object]]:
                 row["step"] = info["steps"][step] if 0 <= step < len(info["steps"]) else -1
                 row["message"] = f"[{where}, dataset {info['dataset']}] {row['message']}"
                 first[key] = row
-    for key, row in first.items():
-        if len(seen[key]) > 1:
-            row["message"] = f"{row['message']} (Also in {', '.join(seen[key][1:])}.)"
+    for found, row in first.items():
+        if len(seen[found]) > 1:
+            row["message"] = f"{row['message']} (Also in {', '.join(seen[found][1:])}.)"
     return list(first.values())
 
 
