@@ -397,3 +397,31 @@ def test_other_single_process_strategies(tf, make):
     devices = {str(t.device) for x in strategy.experimental_distribute_dataset(ds)
                for t in strategy.experimental_local_results(x)}
     assert set(rec.trace.elements["device"].astype(str)) == devices
+
+
+def test_timing_under_record_spans_each_read_and_the_step_between(tf, mirrored):
+    import time
+
+    with vizdist.record(timing=True) as rec:
+        for _ in mirrored.experimental_distribute_dataset(tf.data.Dataset.range(12).batch(4)):
+            time.sleep(0.03)  # the user's step: at least 30 ms between two reads
+    ev = rec.trace.events
+    steps = sorted(rec.trace.batches["step"].unique())
+    assert sorted(ev.loc[ev["stage"] == "transfer", "step"]) == steps
+    consume = ev[ev["stage"] == "consume"]
+    assert sorted(consume["step"]) == steps[:-1]  # the last step's step time ends with no read after it
+    assert ((consume["t_end_ns"] - consume["t_start_ns"]) >= 30_000_000).all()
+    assert "host spans only" in " ".join(rec.trace.meta["timing"]["notes"])
+    import matplotlib
+
+    matplotlib.use("Agg")
+    assert vizdist.plot_timeline(rec.trace) is not None
+
+
+def test_timing_under_record_inside_keras_fit(tf, keras, mirrored):
+    model = _model(tf, keras, mirrored, Log())
+    with vizdist.record(timing=True) as rec:
+        model.fit(_data(tf), epochs=1, verbose=0)
+    ev, b = rec.trace.events, rec.trace.batches
+    assert sorted(ev.loc[ev["stage"] == "transfer", "step"]) == sorted(b["step"].unique())
+    assert (ev["t_end_ns"] >= ev["t_start_ns"]).all()

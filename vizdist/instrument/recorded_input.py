@@ -46,6 +46,7 @@ class StepSink(Protocol):
     ids_in_values: bool
 
     def phase_now(self) -> str: ...
+    def before_read(self) -> None: ...
     def new_pass(self, phase: str) -> None: ...
     def eager_step(self, tags: Any, values: Any) -> None: ...
     def graph_step(self, tags: Any, values: Any) -> None: ...
@@ -118,9 +119,11 @@ class _IteratorMixin:
     __slots__ = ()
 
     def get_next(self, name: str | None = None) -> Any:
+        self._vizdist.before_read()
         return _strip(self._vizdist, _up(self).get_next(self, name))  # type: ignore[misc]
 
     def get_next_as_optional(self) -> Any:
+        self._vizdist.before_read()
         return _stripping(self._vizdist, _up(self).get_next_as_optional(self))  # type: ignore[misc]
 
     element_spec = property(lambda self: _user_spec(self._vizdist, _up(self).element_spec.__get__(self)),
@@ -158,10 +161,12 @@ class _OwnedIteratorMixin:
     __slots__ = ()
 
     def _next_internal(self) -> Any:
+        self._vizdist.before_read()
         return _strip(self._vizdist, _up(self)._next_internal(self))  # type: ignore[misc]
 
     def get_next_as_optional(self) -> Any:
         sink, tagged = self._vizdist, self._element_spec  # type: ignore[attr-defined]
+        sink.before_read()
         with ops.colocate_with(self._iterator_resource):  # type: ignore[attr-defined]
             opt = optional_ops._OptionalImpl(gen_dataset_ops.iterator_get_next_as_optional(
                 self._iterator_resource, output_types=structure.get_flat_tensor_types(tagged),  # type: ignore[attr-defined]

@@ -41,7 +41,7 @@ from vizdist.instrument.distribution import StepReader, TaggingFn, base_meta, in
 from vizdist.instrument.service import registry as service_registry
 from vizdist.trace import Trace
 
-__all__ = ["PHASES", "DatasetRecord", "Recording", "record"]
+__all__ = ["PHASES", "TIMING_NOTE", "DatasetRecord", "Recording", "record"]
 
 #: Where a pass can start.
 PHASES = ("train", "validation", "evaluate", "predict", "build", "loop")
@@ -92,6 +92,8 @@ class DatasetRecord:
         self.tagged, self.ids_in_values = tagged, ids_in_values
         self.reader = StepReader(strategy, info=info, tagged=tagged, ids_in_values=ids_in_values)
         self.lock = threading.Lock()
+        self._read_t0: int | None = None  # timing: when the current read began
+        self._last: tuple[int, int] | None = None  # timing: (step, when its read ended) of the last step
 
     def __hash__(self) -> int:
         return self.key
@@ -102,12 +104,41 @@ class DatasetRecord:
 
     def new_pass(self, phase: str) -> None:
         self.recording.new_pass(self, phase)
+        self._last = None
+
+    def before_read(self) -> None:
+        """With timing: note when a read starts (now, or each time the graph being built runs)."""
+        timer = self.recording.timer
+        if timer is None:
+            return
+        if tf.executing_eagerly():
+            self._read_t0 = timer.now()
+            return
+
+        def mark() -> int:
+            self._read_t0 = timer.now()
+            return 0
+
+        tf.py_function(mark, [], tf.int32, name="vizdist_read_starts")
+
+    def _spans(self, step: int) -> None:
+        """With timing: this step's read (``transfer``) and the previous step's time between reads (``consume``)."""
+        timer = self.recording.timer
+        if timer is None or self._read_t0 is None:
+            return
+        end, lane = timer.now(), f"w{self.reader.worker} host"
+        timer.add(lane, "transfer", self._read_t0, end, step=step)
+        if self._last is not None and self._last[1] <= self._read_t0:
+            timer.add(lane, "consume", self._last[1], self._read_t0, step=self._last[0])
+        self._last, self._read_t0 = (step, end), None
 
     def eager_step(self, tags: Any, values: Any) -> None:
         if not self.recording.active:
             return
         with self.lock:
-            self.reader.record_step(self.recording.begin_step(self), tags, values)
+            step = self.recording.begin_step(self)
+            self._spans(step)
+            self.reader.record_step(step, tags, values)
 
     def graph_step(self, tags: Any, values: Any) -> None:
         """Report from inside a ``tf.function``: a ``tf.py_function`` that runs each time the step runs."""
@@ -137,6 +168,7 @@ class DatasetRecord:
         reader = self.reader
         with self.lock:
             step = self.recording.begin_step(self)
+            self._spans(step)
             for r in range(len(devices)):
                 parts = [a.numpy() for a in arrays[r * (n + 1):(r + 1) * (n + 1)]]
                 device = reader.devices[r] if not devices[r] and r < len(reader.devices) else devices[r]
@@ -162,8 +194,13 @@ class Recording:
     :class:`~vizdist.trace.Trace` of everything distributed inside the block.
     """
 
-    def __init__(self, *, placement: bool | str = False) -> None:
+    def __init__(self, *, placement: bool | str = False, timing: bool = False) -> None:
         self.placement_mode = placement
+        self.timer: Any = None
+        if timing:
+            from vizdist.instrument.timing import TimingRecorder
+
+            self.timer = TimingRecorder(worker=0)
         self._placer: Any = None
         self.placement: dict[str, Any] | None = None
         self.datasets: list[DatasetRecord] = []
@@ -349,7 +386,7 @@ def _options(options: Any) -> dict[str, Any] | None:
     return options_dict(options)
 
 
-def record(*, placement: bool | str = False) -> Recording:
+def record(*, placement: bool | str = False, timing: bool = False) -> Recording:
     """Record the run your own code executes, Keras ``fit`` / ``evaluate`` / ``predict`` or a loop.
 
     Wrap your unchanged code in ``with vizdist.record() as rec:``; every dataset distributed inside
@@ -364,6 +401,9 @@ def record(*, placement: bool | str = False) -> Recording:
             devices, Keras's or your step, the reductions) and NaN/Inf in what each replica got, with
             TF's debugger, as :func:`vizdist.trace_distribution` does (``meta["placement"]``).
             ``True`` means ``"CURT_HEALTH"``; ``"NO_TENSOR"`` is cheaper.
+        timing: also record *when*, on the host: each step's read of the distributed dataset and the time
+            between reads (your step), in ``trace.events`` for :func:`vizdist.plot_timeline` (see
+            :data:`TIMING_NOTE`).
 
     Returns:
         A :class:`Recording`; after the block, ``rec.trace`` is a :class:`~vizdist.trace.Trace`
@@ -379,7 +419,9 @@ def record(*, placement: bool | str = False) -> Recording:
     if placement not in (False, True, "NO_TENSOR", "CURT_HEALTH", "FULL_HEALTH"):
         raise ValueError(f"placement must be False, True or a TF debug mode ('NO_TENSOR', 'CURT_HEALTH', "
                          f"'FULL_HEALTH'); got {placement!r}.")
-    return Recording(placement=placement)
+    if not isinstance(timing, bool):
+        raise ValueError(f"timing must be True or False; got {timing!r}.")
+    return Recording(placement=placement, timing=timing)
 
 
 def _epochs(passes: list[dict[str, Any]]) -> np.ndarray:
@@ -430,7 +472,22 @@ def build_trace(rec: Recording) -> Trace:
         metas.append({**d.meta, "phases": phases, "steps_run": int(sum(
             p["steps"] for p in rec.passes if p["dataset"] == d.index))})
     meta = _block_meta(rec, metas, _pass_rows(rec, epochs))
-    return Trace(elements=_concat(elements), batches=_concat(batches), meta=meta)
+    elements_table = _concat(elements)
+    events = None
+    if rec.timer is not None:
+        from vizdist.instrument.timing import timing_events
+
+        rec.timer.notes.append(TIMING_NOTE)
+        events, meta["timing"] = timing_events(rec.timer, None, elements_table)
+    return Trace(elements=elements_table, batches=_concat(batches), events=events, meta=meta)
+
+
+#: What record(timing=True) measures (``meta["timing"]["notes"]``).
+TIMING_NOTE = (
+    "record(timing=True) measures host spans only: 'transfer' is a read of the distributed iterator (get_next, or "
+    "get_next_as_optional until its value is read), and 'consume' is the time from the end of one step's read to the "
+    "start of the next read of the same dataset: your step, and whatever else your loop (or Keras) does between "
+    "reads. In a tf.function both ends are taken where the function runs them. No TF profiler spans.")
 
 
 def _block_meta(rec: Recording, metas: list[dict[str, Any]], passes: list[dict[str, Any]]) -> dict[str, Any]:
