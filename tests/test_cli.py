@@ -89,3 +89,12 @@ def test_skip_bad_merges_the_readable_shards_and_names_the_others(tmp_path, caps
     assert merged.elements["worker"].tolist() == [0, 1]
     assert [s["path"] for s in merged.meta["skipped"]] == [str(tmp_path / "s" / "worker-2.json")]
     assert main(["summary", "--skip-bad", str(tmp_path / "s")]) == 0
+
+
+def test_load_bounds_can_be_raised_on_the_command_line(tmp_path, capsys):
+    t = Trace.from_records(elements=[dict(step=s, replica=0, source_id=s, position=0) for s in range(5)])
+    p = t.save(tmp_path / "t.json")
+    assert main(["summary", str(p), "--max-rows", "3"]) != 0  # over the bound: a clear error
+    assert "max_rows" in capsys.readouterr().err
+    assert main(["summary", str(p), "--max-rows", "10"]) == 0
+    assert main(["merge", str(tmp_path), str(tmp_path / "out.json"), "--max-rows", "10"]) == 0

@@ -56,7 +56,7 @@ def _summary(args: argparse.Namespace) -> int:
     from vizdist.render.explorer import split_text
     from vizdist.render.layout import split_layout
 
-    trace = load_trace(args.path, errors="skip" if args.skip_bad else "raise")
+    trace = load_trace(args.path, errors="skip" if args.skip_bad else "raise", **_bounds(args))
     findings = diagnose(trace)
     _say(split_text(split_layout(trace, max_steps=args.max_steps), findings))
     with pd.option_context("display.max_colwidth", None, "display.width", 200):
@@ -66,8 +66,22 @@ def _summary(args: argparse.Namespace) -> int:
     return 0
 
 
+_BOUNDS = ("max_bytes", "max_rows", "max_lanes", "max_string")
+
+
+def _bounds(args: argparse.Namespace) -> dict[str, int]:
+    """The load_trace bounds given on the command line (the rest keep load_trace's defaults)."""
+    return {k: getattr(args, k) for k in _BOUNDS if getattr(args, k, None) is not None}
+
+
+def _add_bounds(p: argparse.ArgumentParser) -> None:
+    for k in _BOUNDS:
+        p.add_argument("--" + k.replace("_", "-"), type=int, default=None, dest=k,
+                       help=f"raise load_trace's {k} bound to read a real trace this big (default: load_trace's)")
+
+
 def _merge(args: argparse.Namespace) -> int:
-    trace = load_trace(args.shards, errors="skip" if args.skip_bad else "raise")
+    trace = load_trace(args.shards, errors="skip" if args.skip_bad else "raise", **_bounds(args))
     out = trace.save(args.out)
     _say(f"merged {len(trace.meta.get('shards', [1]))} shard(s), {len(trace.elements)} element rows -> {out}")
     return 0
@@ -93,11 +107,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("path", help="a .json/.json.gz/.parquet trace, or a folder of shards")
     p.add_argument("--max-steps", type=int, default=20)
     p.add_argument("--skip-bad", action="store_true", help=_SKIP_HELP)
+    _add_bounds(p)
     p.set_defaults(func=_summary)
     p = sub.add_parser("merge", help="merge a folder of per-worker trace shards into one file")
     p.add_argument("shards")
     p.add_argument("out", help="output path (.json, .json.gz or .parquet)")
     p.add_argument("--skip-bad", action="store_true", help=_SKIP_HELP)
+    _add_bounds(p)
     p.set_defaults(func=_merge)
     p = sub.add_parser("lab", help="open the notebook course in JupyterLab")
     p.add_argument("--notebooks", default="notebooks")
