@@ -99,3 +99,13 @@ def test_workers_for_your_own_dispatcher_are_refused_unless_isolate_false() -> N
 
     with pytest.raises(vizdist.IsolationError, match=r"cannot be isolated.*Pass isolate=False"):
         vizdist.LocalDataService(workers=1, dispatcher="127.0.0.1:1", progress=False)
+
+
+def test_opting_out_says_plainly_who_can_run_code_in_the_servers():
+    """isolate=False starts nothing yet; it warns at once that the servers will be reachable by anyone."""
+    import vizdist
+    from vizdist.instrument.cluster import IsolationWarning
+
+    with pytest.warns(IsolationWarning, match=r"LocalCluster\(isolate=False\).*anyone who can reach"):
+        cluster = vizdist.LocalCluster(workers=2, isolate=False)
+    assert cluster.pids == []

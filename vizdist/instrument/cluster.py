@@ -38,6 +38,7 @@ import re
 import shutil
 import sys
 import time
+import warnings
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -170,7 +171,12 @@ CLUSTER_OPT_OUT = ("LocalCluster(isolate=False) (compare_shard_policies / what_i
 
 
 class IsolationWarning(UserWarning):
-    """Servers run unisolated because you opted out (``in_process=True``): they are reachable."""
+    """Servers run unisolated because you opted out (``isolate=False``, ``in_process=True``): they are reachable."""
+
+
+def warn_exposed(opt_out: str, *, stacklevel: int = 3) -> None:
+    """Say, when the servers start unisolated on purpose, that anyone who can reach the machine can use them."""
+    warnings.warn(f"{opt_out}: {EXPOSURE}", IsolationWarning, stacklevel=stacklevel)
 
 
 def start_namespace(owner: str, isolate: bool, *, opt_out: str = CLUSTER_OPT_OUT) -> Namespace | None:
@@ -307,6 +313,8 @@ class LocalCluster:
         self.logs: dict[str, str] = {}
         if self.isolate:  # refuse now, where nothing has started yet, rather than at the first run
             probe_namespace("LocalCluster")
+        else:
+            warn_exposed("LocalCluster(isolate=False)")
 
     # -- set-up -----------------------------------------------------------
     def _check_ports(

@@ -15,7 +15,7 @@ from typing import Any
 from vizdist._files import write_file
 from vizdist.errors import IsolationError, TracingError
 from vizdist.instrument import jobfiles
-from vizdist.instrument.cluster import EXPOSURE, IsolationWarning, start_namespace
+from vizdist.instrument.cluster import EXPOSURE, IsolationWarning, start_namespace, warn_exposed
 from vizdist.instrument.service import inprocess, options, pipeline, registry
 from vizdist.instrument.service.consume import Plan
 from vizdist.instrument.supervisor import (
@@ -169,6 +169,8 @@ class LocalDataService:
         Raises :class:`IsolationError` where ``isolate=True`` cannot be kept.
         """
         if not self.isolate:
+            warn_exposed(f"LocalDataService(isolate=False{', in_process=True' if self.in_process else ''})",
+                         stacklevel=4)
             return None
         if self.in_process:
             if self.num_workers or not self.external:
