@@ -177,7 +177,7 @@ class LocalDataService:
                 warnings.warn(
                     "LocalDataService(in_process=True) runs the dispatcher and workers inside this process, "
                     f"which vizdist cannot put in a private network namespace. {EXPOSURE} Use in_process=False "
-                    "to isolate them, or isolate=False to accept this on purpose (and silence this warning).",
+                    "to isolate them, or isolate=False to say you accept it.",
                     IsolationWarning, stacklevel=3)
             return None
         if self.external:
