@@ -95,9 +95,6 @@ class DatasetRecord:
         self._read_t0: int | None = None  # timing: when the current read began
         self._last: tuple[int, int] | None = None  # timing: (step, when its read ended) of the last step
 
-    def __hash__(self) -> int:
-        return self.key
-
     # -- the StepSink protocol ------------------------------------------------
     def phase_now(self) -> str:
         return phase_now()
