@@ -31,8 +31,26 @@ def _devices_first(devices):
     """TensorFlow fixes its devices when it starts: let the suite's 4 logical CPUs come first."""
 
 
-def _probe() -> dict:
-    """psutil's view of every TCP socket of this network namespace (listeners, open connections)."""
+def _probe(tries: int = 50) -> dict:
+    """psutil's view of every TCP socket of this network namespace (listeners, open connections).
+
+    psutil maps a socket to its process by scanning every ``/proc/<pid>/fd``; a scan that races a
+    busy sibling process leaves that process's sockets with pid ``None`` (seen once under CI load).
+    The probe is read again, a bounded number of times, until every socket has its process.
+    (Sockets of other users' processes, in a shared namespace, stay ``None``.)
+    """
+    import time
+
+    for _ in range(tries):
+        probe = _probe_once()
+        pids = [*probe["listen"], *(str(pid) for pid, _, _ in probe["established"])]
+        if "None" not in pids:
+            return probe
+        time.sleep(0.1)
+    return probe  # sockets of processes this user cannot read stay None: _expected leaves them out
+
+
+def _probe_once() -> dict:
     import psutil
 
     listen, est = {}, []
@@ -50,10 +68,10 @@ def _expected(probe: dict, addresses: dict[str, list[str]], pid_task: dict[int, 
     port_task = {int(a.rsplit(":", 1)[1]): f"{j}:{i}" for j, v in addresses.items() for i, a in enumerate(v)}
     pid_task = dict(pid_task or {})
     for pid, addrs in probe["listen"].items():
-        for a in addrs:
+        for a in addrs if pid != "None" else ():
             if int(a.rsplit(":", 1)[1]) in port_task:
                 pid_task.setdefault(int(pid), port_task[int(a.rsplit(":", 1)[1])])
-    listens = {pid_task[int(p)]: sorted(a) for p, a in probe["listen"].items() if int(p) in pid_task}
+    listens = {pid_task[int(p)]: sorted(a) for p, a in probe["listen"].items() if p != "None" and int(p) in pid_task}
     pairs = {(pid_task[pid], port_task[rport]) for pid, lport, rport in probe["established"]
              if pid in pid_task and rport in port_task and lport not in port_task
              and pid_task[pid] != port_task[rport]}
@@ -141,7 +159,7 @@ for ns, flag in (("user", 0x10000000), ("net", 0x40000000)):
 def _probe_service(service) -> dict:
     if not service.isolated:
         return _probe()
-    script = _PROBE_IN_NAMESPACE + inspect.getsource(_probe) + "print(json.dumps(_probe()))\n"
+    script = _PROBE_IN_NAMESPACE + inspect.getsource(_probe) + inspect.getsource(_probe_once) + "print(json.dumps(_probe()))\n"
     out = subprocess.run([sys.executable, "-c", script, str(service._ns.pid)],
                          capture_output=True, text=True, timeout=120, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
