@@ -156,14 +156,7 @@ def test_imports_follow_the_layers(module):
 
 
 #: (importer, owner, private name) -> why it is still allowed. Only these, each to go when its reason does.
-_IN_FLIGHT = "distribution.py and legacy.py are being reworked by another developer right now"
-PRIVATE_EXCEPTIONS = {
-    **{("vizdist.instrument.legacy", "vizdist.instrument.distribution", name): _IN_FLIGHT
-       for name in ("_Input", "_Loop", "_check_count", "_finish_meta", "_progress", "_result_json",
-                    "_wrap_tf_error")},
-    ("vizdist.instrument._graph_child", "vizdist.instrument.legacy", "_child_main"):
-        "legacy.py is being reworked by another developer right now; make _child_main public there",
-}
+PRIVATE_EXCEPTIONS: dict[tuple[str, str, str], str] = {}
 
 
 def test_the_private_scan_sees_imports_and_attributes(tmp_path, monkeypatch):

@@ -12,6 +12,6 @@ import sys
 from pathlib import Path
 
 if __name__ == "__main__":
-    from vizdist.instrument.legacy import _child_main
+    from vizdist.instrument.legacy import child_main
 
-    sys.exit(_child_main(Path(sys.argv[1]), int(sys.argv[2])))
+    sys.exit(child_main(Path(sys.argv[1]), int(sys.argv[2])))

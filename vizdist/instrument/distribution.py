@@ -38,6 +38,8 @@ import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
 from vizdist.errors import TracingError, release_frames
+from vizdist.instrument import engine
+from vizdist.instrument.observers import observers_for
 from vizdist.instrument.record import Recorder, num_workers, replica_devices, strategy_name, worker_position
 from vizdist.instrument.service import own as service_own
 from vizdist.instrument.service import registry as service_registry
@@ -361,12 +363,12 @@ class StepReader:
     """
 
     def __init__(self, strategy: tf.distribute.Strategy, *, info: dict[str, Any], tagged: bool,
-                 ids_in_values: bool = False) -> None:
+                 ids_in_values: bool = False, devices: list[str] | None = None) -> None:
         self.strategy = strategy
         self.tagged = tagged
         self.ids_in_values = ids_in_values
         self.worker, self.replica_offset = worker_position(strategy)
-        self.devices = replica_devices(strategy)
+        self.devices = list(devices) if devices is not None else replica_devices(strategy)
         decode = (lambda t: decode_tags(t, info)) if tagged else None
         self.rec = Recorder(worker=self.worker, decode=decode)
         self._fingerprints: dict[bytes, int] = {}
@@ -474,24 +476,6 @@ def progress_bar(total: int | None, enabled: bool | None) -> Any:
     return tqdm(total=total, desc="vizdist: tracing steps", unit="step", disable=not enabled, leave=False)
 
 
-def _timed_step_fn(step_fn: Callable[..., Any], timer: Any, step: list[int]) -> Callable[..., Any]:
-    """Wrap step_fn so each replica's call is one ``consume`` span on its own lane."""
-
-    def timed(values: Any) -> Any:
-        ctx = tf.distribute.get_replica_context()
-        rid = tf.get_static_value(ctx.replica_id_in_sync_group) if ctx is not None else 0
-        rid = int(rid) if rid is not None else 0
-        replica = timer.replica_offset + rid
-        t0 = timer.now()
-        try:
-            return step_fn(values)
-        finally:
-            timer.add(f"w{timer.worker} replica {replica}", "consume", t0, timer.now(), step=step[0],
-                      replica=replica)
-
-    return timed
-
-
 class Loop:
     """Iterates like a training loop, in a thread the caller waits on (:meth:`run_bounded`).
 
@@ -513,14 +497,6 @@ class Loop:
         self.error_in = ""
         self.halt = threading.Event()
         self.lock = threading.Lock()  # held while a step is recorded
-        self._current = [0]
-        if timer is not None and step_fn is not None:
-            if hasattr(step_fn, "get_concrete_function"):
-                # a tf.function runs all replicas in one call; a Python wrapper would make
-                # MirroredStrategy run it replica by replica, changing what is measured
-                timer.notes.append("step_fn is a tf.function: no per-replica spans (only strategy.run as a whole)")
-            else:
-                self.step_fn = _timed_step_fn(step_fn, timer, self._current)
 
     def run_bounded(self, dist: Any, *, timeout: float | None, bar: Any) -> None:
         """Run the loop in a thread; return when it ends, at ``timeout`` seconds, or on Ctrl-C."""
@@ -577,7 +553,7 @@ class Loop:
             element = self._next(elements)
             if element is None or self.halt.is_set():
                 return
-            step = self._current[0] = self.steps_run
+            step = self.steps_run
             tags, values = self.reader.split(element)
             results = self._run_step(step, values)
             with self.lock:
@@ -679,11 +655,9 @@ def rebatch_op(dist: Any) -> str:
         >>> rebatch_op(s.experimental_distribute_dataset(tf.data.Dataset.range(8).batch(4)))  # doctest: +SKIP
         'RebatchDataset'
     """
-    from vizdist.instrument.placement import active
-
-    placer = active()
+    run = engine.current()
     try:
-        with placer.own_window() if placer is not None else contextlib.nullcontext():
+        with run.own_work() if run is not None else contextlib.nullcontext():
             dataset = dist._cloned_datasets[0]
             policy = tf.data.experimental.ExternalStatePolicy.IGNORE
             graph = graph_pb2.GraphDef.FromString(
@@ -861,61 +835,47 @@ def trace_distribution(
         from vizdist.instrument.values import trace_values
 
         return trace_values(_check_strategy(strategy), dataset)
-    if placement:
-        from vizdist.instrument.placement import run_with_placement
-
-        return run_with_placement(  # type: ignore[no-any-return]
-            trace_distribution, placement, strategy=strategy, dataset=dataset, dataset_fn=dataset_fn,
-            options=options, steps=steps, step_fn=step_fn, iteration=iteration, max_steps=max_steps,
-            progress=progress, timing=timing, timeout=timeout)
     strategy = _check_call(strategy, dataset, dataset_fn, options, step_fn, iteration, timing, timeout)
     steps = check_count(steps, "steps", none="for all")
     max_steps = check_count(max_steps, "max_steps")  # type: ignore[assignment]
+    _check_placement(placement)
     api = "experimental_distribute_dataset" if dataset is not None else "distribute_datasets_from_function"
-    meta = base_meta(strategy, api)
-    meta.update(iteration=iteration, options=options_dict(options), steps_requested=steps)
-    inp = (_distribute_dataset(strategy, dataset, options, steps) if dataset is not None
-           else _distribute_function(strategy, dataset_fn, options, steps))  # type: ignore[arg-type]
-    meta.update(input_meta(inp, inp.dist))
-    reader = StepReader(strategy, info=inp.info, tagged=inp.tagged, ids_in_values=inp.ids_in_values)
-    from vizdist.instrument.placement import active
+    with engine.Run(strategy, api=api, observers=observers_for(timing=timing, placement=placement)) as run:
+        meta = base_meta(strategy, api)
+        meta.update(iteration=iteration, options=options_dict(options), steps_requested=steps)
+        inp = (_distribute_dataset(strategy, dataset, options, steps) if dataset is not None
+               else _distribute_function(strategy, dataset_fn, options, steps))  # type: ignore[arg-type]
+        meta.update(input_meta(inp, inp.dist))
+        reader = run.attach(StepReader(strategy, info=inp.info, tagged=inp.tagged, ids_in_values=inp.ids_in_values),
+                            source=(dataset, dataset_fn, meta.get("input_contexts")))
+        cap = max_steps if steps is None and inp.known_steps is None else None
+        loop = Loop(strategy, reader, steps=steps, cap=cap, step_fn=run.wrap_step(step_fn), iteration=iteration,
+                    timer=run.timer)
+        trace = loop_trace(run, loop, run.wrap_input(inp.dist), meta, total=steps if steps is not None
+                            else inp.known_steps, progress=progress, timeout=timeout)
+    return run.finish(trace)
 
-    if (placer := active()) is not None:
-        placer.observe(reader)
-        placer.watch_input(dataset, dataset_fn, meta.get("input_contexts"))
-        inp.dist = placer.in_loop_thread(inp.dist)
-    cap = max_steps if steps is None and inp.known_steps is None else None
-    return _record(strategy, inp, reader, meta, steps=steps, cap=cap, step_fn=step_fn, iteration=iteration,
-                   progress=progress, timing=timing, timeout=timeout)
+
+def _check_placement(placement: Any) -> None:
+    if placement not in (False, True, *PLACEMENT_MODES):
+        raise ValueError(f"placement must be False, True or a TF debug mode {PLACEMENT_MODES}; got {placement!r}.")
 
 
-def _record(strategy: tf.distribute.Strategy, inp: Input, reader: StepReader, meta: dict[str, Any], *,
-            steps: int | None, cap: int | None, step_fn: Any, iteration: str, progress: bool | None,
-            timing: bool | int, timeout: float | None) -> Trace:
-    """Run the loop (with the timing instruments when asked) and build the trace, or raise with it."""
-    timer = None
-    if timing is not False:
-        from vizdist.instrument.timing import TimingRecorder
+#: TF debugger modes ``placement=`` accepts (``tf.debugging.experimental.enable_dump_debug_info``).
+PLACEMENT_MODES = ("NO_TENSOR", "CURT_HEALTH", "FULL_HEALTH")
 
-        timer = TimingRecorder(worker=reader.worker, replica_offset=reader.replica_offset)
-    loop = Loop(strategy, reader, steps=steps, cap=cap, step_fn=step_fn, iteration=iteration, timer=timer)
-    bar = progress_bar(steps if steps is not None else inp.known_steps, progress)
+
+def loop_trace(run: engine.Run, loop: Loop, dist: Any, meta: dict[str, Any], *, total: int | None,
+                progress: bool | None, timeout: float | None) -> Trace:
+    """Run the loop (inside every observer's loop context) and build the trace, or raise with it."""
+    bar = progress_bar(total, progress)
     try:
-        with contextlib.ExitStack() as stack:
-            cap_ctx = _profiler(stack, timer, timing, reader, strategy)
-            loop.run_bounded(inp.dist, timeout=timeout, bar=bar)
+        with run.loop():
+            loop.run_bounded(dist, timeout=timeout, bar=bar)
     finally:
         bar.close()
-    meta = finish_meta(meta, reader, loop, timeout)
-    events = None
-    if timer is not None and loop.error is None:
-        from vizdist.instrument.timing import timing_events
-
-        elements, _ = reader.rec.tables()
-        events, meta["timing"] = timing_events(timer, cap_ctx, elements)
-        if _profiled(timing) and _several_workers(reader, strategy):
-            meta["timing"]["xplane_error"] = MULTI_WORKER_PROFILER
-    return finished_trace(strategy, reader, loop, meta, cap=cap, events=events)
+    meta = finish_meta(meta, loop.reader, loop, timeout)
+    return finished_trace(loop.strategy, loop.reader, loop, meta, cap=loop.cap)
 
 
 def finished_trace(strategy: Any, reader: StepReader, loop: Loop, meta: dict[str, Any], *, cap: int | None,
@@ -930,36 +890,6 @@ def finished_trace(strategy: Any, reader: StepReader, loop: Loop, meta: dict[str
             "is: endless or of unknown cardinality). Pass steps=N to record N steps, or raise max_steps.",
             partial_trace=trace)
     return trace
-
-
-#: Why a worker of a multi-worker run records host spans only (``meta["timing"]["xplane_error"]``).
-MULTI_WORKER_PROFILER = (
-    "the TF profiler is not used when this process holds only some of the replicas (several workers): in "
-    "TF 2.21 stopping it while the workers' collectives run crashed a worker now and then (free(): invalid "
-    "pointer in ProfilerSession stop, about 1 two-worker run in 10 here). Host spans (next(), your step) "
-    "are recorded; profile one worker's input pipeline in a single-process run for tf.data's own spans."
-)
-
-
-def _profiled(timing: bool | int) -> bool:
-    return timing is True or (not isinstance(timing, bool) and int(timing) > 0)
-
-
-def _several_workers(reader: StepReader, strategy: Any) -> bool:
-    """This process holds only some of the replicas in sync (a multi-worker strategy)."""
-    return len(reader.devices) < strategy.num_replicas_in_sync
-
-
-def _profiler(stack: contextlib.ExitStack, timer: Any, timing: bool | int, reader: StepReader,
-              strategy: Any) -> Any:
-    """Start the TF profiler for the first steps when timing asks for it; return the capture (or None)."""
-    if timer is None or not _profiled(timing) or _several_workers(reader, strategy):
-        return None
-    from vizdist.instrument.timing import PROFILE_ELEMENTS, PROFILE_STEPS, xplane_capture
-
-    window = PROFILE_STEPS if timing is True else int(timing)
-    return stack.enter_context(xplane_capture(worker=reader.worker, timer=timer, max_steps=window,
-                                              max_elements=PROFILE_ELEMENTS if timing is True else None))
 
 
 class Watch:

@@ -58,6 +58,7 @@ from tensorflow.python.util import deprecation
 
 from vizdist._files import write_file
 from vizdist.errors import TracingError, release_frames
+from vizdist.instrument import engine
 from vizdist.instrument.cluster import pickle_job
 from vizdist.instrument.distribution import (
     DEFAULT_MAX_STEPS,
@@ -67,15 +68,14 @@ from vizdist.instrument.distribution import (
     TaggingFn,
     base_meta,
     check_count,
-    finish_meta,
-    finished_trace,
     input_meta,
+    loop_trace,
     per_replica,
-    progress_bar,
     result_json,
     tag_global,
     wrap_tf_error,
 )
+from vizdist.instrument.record import replica_devices
 from vizdist.instrument.supervisor import Supervisor, temp_folder
 from vizdist.instrument.tagging import untag
 from vizdist.trace import Trace
@@ -458,32 +458,38 @@ def _trace_tf1(strategy: Any, dataset: Any, input_fn: Any, step_fn: Any, steps: 
     meta = base_meta(strategy, api)
     meta.update(iteration="experimental_run" if step_fn is not None else "get_next",
                 execution="eager" if graph is None else "graph", options={}, steps_requested=steps)
-    inp = _make_iterator(strategy, dataset, input_fn, steps)
-    meta.update(input_meta(inp, inp.dist))
-    reader = StepReader(strategy, info=inp.info, tagged=inp.tagged)
+    with engine.Run(strategy, api=api) as run:
+        inp = _make_iterator(strategy, dataset, input_fn, steps)
+        meta.update(input_meta(inp, inp.dist))
+        trace = _run_session(run, inp, meta, step_fn, steps, session, graph, max_steps=max_steps,
+                             progress=progress, timeout=timeout)
+    return run.finish(trace)
+
+
+def _run_session(run: engine.Run, inp: Input, meta: dict[str, Any], step_fn: Any, steps: int | None, session: Any,
+                 graph: tf.Graph | None, *, max_steps: int, progress: bool | None, timeout: float | None) -> Trace:
+    """Read every step (in a ``Session`` when ``graph`` is given) and build the trace, or raise with it."""
+    strategy = run.strategy
     own = graph is not None and session is None
     session = tf.compat.v1.Session(graph=graph) if own else session
     loop = None
     try:
         if graph is not None:
             feed: Any = _GraphFeed(strategy, inp.dist, tagged=inp.tagged, step_fn=step_fn, session=session)
-            reader.devices = meta["devices"] = _canonical_devices(reader.devices, session)
+            meta["devices"] = _canonical_devices(replica_devices(strategy), session)
         else:
             feed = _EagerFeed(strategy, inp.dist, tagged=inp.tagged, step_fn=step_fn)
+        reader = run.attach(StepReader(strategy, info=inp.info, tagged=inp.tagged, devices=meta.get("devices")
+                                       if graph is not None else None))
         cap = max_steps if steps is None and inp.known_steps is None else None
         loop = _TF1Loop(strategy, reader, steps=steps, cap=cap, step_fn=None, iteration="get_next")
-        bar = progress_bar(steps if steps is not None else inp.known_steps, progress)
-        try:
-            loop.run_bounded(feed, timeout=timeout, bar=bar)
-        finally:
-            bar.close()
+        return loop_trace(run, loop, feed, meta, total=steps if steps is not None else inp.known_steps,
+                          progress=progress, timeout=timeout)
     finally:
         if loop is None or loop.stopped not in ("timeout", "interrupted"):
             inp.dist = None  # the loop has ended: TF's iterator goes now, not in a later garbage collection
             if own:
                 session.close()  # a run still blocked in TF after a timeout keeps its session
-    meta = finish_meta(meta, reader, loop, timeout)
-    return finished_trace(strategy, reader, loop, meta, cap=cap)
 
 
 def run_in_graph_mode(fn: Callable[..., Any], *args: Any, devices: int = 4, timeout: float = 180.0,
@@ -553,7 +559,7 @@ def _child_result(job: Path, sup: Supervisor, child: Any) -> Any:
     raise TracingError(f"the graph-mode child failed before running fn.\n{sup.failure_text(child)}")
 
 
-def _child_main(job: Path, devices: int) -> int:
+def child_main(job: Path, devices: int) -> int:
     """Body of the child :func:`run_in_graph_mode` starts (``vizdist.instrument._graph_child``)."""
     try:
         import cloudpickle

@@ -27,17 +27,18 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import contextvars
 import re
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MODES", "STAGES", "OpRun", "PlacementRecorder", "active", "explain_placement_error",
-           "fresh_function_caches", "quiet_tf_logger", "run_with_placement", "short_device", "stage_of"]
+from vizdist.instrument.engine import Observer
+
+__all__ = ["MODES", "STAGES", "OpRun", "PlacementObserver", "PlacementRecorder", "explain_placement_error",
+           "fresh_function_caches", "quiet_tf_logger", "short_device", "stage_of"]
 
 MODES = ("NO_TENSOR", "CURT_HEALTH", "FULL_HEALTH")
 #: Row order of the placement view.
@@ -213,16 +214,16 @@ class PlacementRecorder:
         self.runs.sort(key=lambda r: r.wall_time)
 
     # -- hooks used by trace_distribution ----------------------------------
-    def observe(self, step_reader: Any) -> None:
-        """Follow each recorded step: its end time, its batches' devices, NaN/Inf rows."""
+    def follow(self, step_reader: Any) -> None:
+        """Follow the steps ``step_reader`` records (see :meth:`on_step`)."""
         self._reader = step_reader
 
-        def on_step(step: int, values: Any, results: list[Any] | None) -> None:
-            self.step_marks.append(time.time())
-            self._check_step(step, getattr(step_reader, "strategy", None), values, results,
-                             getattr(step_reader, "replica_offset", 0))
-
-        step_reader.step_hooks.append(on_step)
+    def on_step(self, reader: Any, step: int, values: Any, results: list[Any] | None) -> None:
+        """One step ``reader`` recorded: its end time, its batches' devices, NaN/Inf rows."""
+        self._reader = reader
+        self.step_marks.append(time.time())
+        self._check_step(step, getattr(reader, "strategy", None), values, results,
+                         getattr(reader, "replica_offset", 0))
 
     def in_loop_thread(self, dist: Any) -> Any:
         """``dist``, made to turn the debugger on in whichever thread iterates it.
@@ -586,10 +587,6 @@ def quiet_tf_logger() -> Iterator[None]:
         logger.setLevel(level)
 
 
-_ACTIVE: contextvars.ContextVar[PlacementRecorder | None] = contextvars.ContextVar("vizdist_placement",
-                                                                                   default=None)
-
-
 @contextlib.contextmanager
 def _window(windows: list[tuple[float, float]]) -> Iterator[None]:
     """Append the wall-clock window of the ``with`` block to ``windows``."""
@@ -600,32 +597,57 @@ def _window(windows: list[tuple[float, float]]) -> Iterator[None]:
         windows.append((t0, time.time()))
 
 
-def active() -> PlacementRecorder | None:
-    """The recorder of the ``placement=True`` run in progress (None outside one)."""
-    return _ACTIVE.get()
+class PlacementObserver(Observer):
+    """``placement=`` of a run: a :class:`PlacementRecorder` on for the whole run.
 
-
-def run_with_placement(run: Callable[..., Any], mode: bool | str, **kwargs: Any) -> Any:
-    """Call ``run(**kwargs)`` (``trace_distribution``) under a :class:`PlacementRecorder`.
-
-    The recorder is entered before the pipeline is tagged and distributed, so
-    the functions TF traces for it (``map`` functions, the iterator's copy
-    functions) are instrumented too. Its rows land in
+    It starts before the pipeline is tagged and distributed, so the functions TF traces for it
+    (``map`` functions, the iterator's copy functions) are instrumented too; the user's
+    ``tf.function`` step is traced afresh under the debugger (:func:`_fresh_copy`). Its rows land in
     ``trace.meta["placement"]``, also on the ``partial_trace`` of an error.
-    """
-    from vizdist.contract import validate_meta
 
-    rec = PlacementRecorder(mode="CURT_HEALTH" if mode is True else str(mode),
-                            step_names=_step_names(kwargs.get("step_fn")))
-    kwargs["step_fn"] = _fresh_copy(kwargs.get("step_fn"))
-    token = _ACTIVE.set(rec)
-    try:
-        with rec, fresh_function_caches(kwargs.get("strategy")), quiet_tf_logger():
-            trace = run(**kwargs)
-    finally:
-        _ACTIVE.reset(token)
-    trace.meta = validate_meta({**trace.meta, "placement": rec.placement()})
-    return trace
+    Example:
+        >>> PlacementObserver("NO_TENSOR").recorder.mode
+        'NO_TENSOR'
+    """
+
+    def __init__(self, mode: str = "CURT_HEALTH", *, quiet: bool = True) -> None:
+        self.recorder = PlacementRecorder(mode=mode)
+        self.quiet = quiet  # TF's retracing notices about the fresh copies, off while the run lasts
+        self._stack = contextlib.ExitStack()
+
+    def start(self, run: Any) -> None:
+        self._stack.enter_context(self.recorder)
+        if run.strategy is not None:
+            self._stack.enter_context(fresh_function_caches(run.strategy))
+        if self.quiet:
+            self._stack.enter_context(quiet_tf_logger())
+
+    def attach(self, run: Any, reader: Any, source: Any = None) -> None:
+        self.recorder.follow(reader)
+        if source is not None:  # the user's pipeline: to name the element a function of it raised on
+            self.recorder.watch_input(*source)
+
+    def wrap_input(self, dist: Any) -> Any:
+        return self.recorder.in_loop_thread(dist)
+
+    def wrap_step(self, step_fn: Any) -> Any:
+        self.recorder.step_names = _step_names(step_fn)
+        return _fresh_copy(step_fn)
+
+    def on_step(self, reader: Any, step: int, values: Any, results: Any) -> None:
+        self.recorder.on_step(reader, step, values, results)
+
+    def own_work(self) -> Any:
+        return self.recorder.own_window()
+
+    def close(self, exc: BaseException | None) -> None:
+        self._stack.__exit__(type(exc) if exc is not None else None, exc, exc.__traceback__ if exc else None)
+
+    def finish(self, trace: Any) -> Any:
+        from vizdist.contract import validate_meta
+
+        trace.meta = validate_meta({**trace.meta, "placement": self.recorder.placement()})
+        return trace
 
 
 _EXPLAIN = (

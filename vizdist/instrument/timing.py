@@ -49,6 +49,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from vizdist.instrument.engine import Observer
+
 __all__ = [
     "STAGES",
     "TimingRecorder",
@@ -815,3 +817,98 @@ def timing_events(
         events.loc[mask] = attach_step_elements(events.loc[mask], elements)
     events = events.sort_values(["worker", "t_start_ns"], kind="stable").reset_index(drop=True)
     return events, meta
+
+
+#: Why a worker of a multi-worker run records host spans only (``meta["timing"]["xplane_error"]``).
+MULTI_WORKER_PROFILER = (
+    "the TF profiler is not used when this process holds only some of the replicas (several workers): in "
+    "TF 2.21 stopping it while the workers' collectives run crashed a worker now and then (free(): invalid "
+    "pointer in ProfilerSession stop, about 1 two-worker run in 10 here). Host spans (next(), your step) "
+    "are recorded; profile one worker's input pipeline in a single-process run for tf.data's own spans."
+)
+
+
+class TimingObserver(Observer):
+    """``timing=`` of a run: host spans on a :class:`TimingRecorder`, and TF profiler spans for the first steps.
+
+    Args:
+        timing: ``True`` (profile the first :data:`PROFILE_STEPS` steps), a number of steps to profile,
+            or ``0`` (host spans only).
+        note: a line for ``meta["timing"]["notes"]`` saying what the front end measures.
+
+    Example:
+        >>> TimingObserver(0).timer is None   # made when the run's first reader attaches
+        True
+    """
+
+    def __init__(self, timing: bool | int = True, *, note: str = "") -> None:
+        self.window = PROFILE_STEPS if timing is True else int(timing)
+        self.max_elements = PROFILE_ELEMENTS if timing is True else None
+        self.note = note
+        self.timer: TimingRecorder | None = None
+        self.capture: XPlaneCapture | None = None
+        self._several_workers = False
+        self._steps = [0]
+
+    def attach(self, run: Any, reader: Any, source: Any = None) -> None:
+        if self.timer is None:
+            self.timer = TimingRecorder(worker=reader.worker, replica_offset=reader.replica_offset)
+            if self.note:
+                self.timer.notes.append(self.note)
+        strategy = run.strategy
+        self._several_workers = strategy is not None and len(reader.devices) < strategy.num_replicas_in_sync
+
+    def wrap_step(self, step_fn: Callable[..., Any] | None) -> Callable[..., Any] | None:
+        if step_fn is None or self.timer is None:
+            return step_fn
+        if hasattr(step_fn, "get_concrete_function"):
+            # a tf.function runs all replicas in one call; a Python wrapper would make
+            # MirroredStrategy run it replica by replica, changing what is measured
+            self.timer.notes.append("step_fn is a tf.function: no per-replica spans (only strategy.run as a whole)")
+            return step_fn
+        return _timed_step_fn(step_fn, self.timer, self._steps)
+
+    def on_step(self, reader: Any, step: int, values: Any, results: Any) -> None:
+        self._steps[0] = step + 1  # the step the wrapped step_fn runs next
+
+    def loop(self, run: Any) -> contextlib.AbstractContextManager[Any]:
+        if self.timer is None or self.window <= 0 or self._several_workers:
+            return contextlib.nullcontext()
+        return _keep_capture(self, xplane_capture(worker=self.timer.worker, timer=self.timer,
+                                                  max_steps=self.window, max_elements=self.max_elements))
+
+    def finish(self, trace: Any) -> Any:
+        if self.timer is None:
+            return trace
+        from vizdist.trace import Trace
+
+        events, meta = timing_events(self.timer, self.capture, trace.elements)
+        if self.window > 0 and self._several_workers:
+            meta["xplane_error"] = MULTI_WORKER_PROFILER
+        return Trace(elements=trace.elements, batches=trace.batches, events=events, meta={**trace.meta, "timing": meta})
+
+
+@contextlib.contextmanager
+def _keep_capture(observer: TimingObserver, capture: Any) -> Iterator[None]:
+    with capture as cap:
+        observer.capture = cap
+        yield
+
+
+def _timed_step_fn(step_fn: Callable[..., Any], timer: TimingRecorder, step: list[int]) -> Callable[..., Any]:
+    """Wrap step_fn so each replica's call is one ``consume`` span on its own lane."""
+    import tensorflow as tf
+
+    def timed(values: Any) -> Any:
+        ctx = tf.distribute.get_replica_context()
+        rid = tf.get_static_value(ctx.replica_id_in_sync_group) if ctx is not None else 0
+        rid = int(rid) if rid is not None else 0
+        replica = timer.replica_offset + rid
+        t0 = timer.now()
+        try:
+            return step_fn(values)
+        finally:
+            timer.add(f"w{timer.worker} replica {replica}", "consume", t0, timer.now(), step=step[0],
+                      replica=replica)
+
+    return timed

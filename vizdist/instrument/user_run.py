@@ -36,8 +36,9 @@ import tensorflow as tf
 from tensorflow.python.distribute import distribute_lib
 
 from vizdist.errors import TracingError
-from vizdist.instrument import recorded_input
+from vizdist.instrument import engine, recorded_input
 from vizdist.instrument.distribution import StepReader, TaggingFn, base_meta, input_meta, tag_global
+from vizdist.instrument.observers import observers_for
 from vizdist.instrument.service import registry as service_registry
 from vizdist.trace import Trace
 
@@ -192,14 +193,8 @@ class Recording:
     """
 
     def __init__(self, *, placement: bool | str = False, timing: bool = False) -> None:
-        self.placement_mode = placement
-        self.timer: Any = None
-        if timing:
-            from vizdist.instrument.timing import TimingRecorder
-
-            self.timer = TimingRecorder(worker=0)
-        self._placer: Any = None
-        self.placement: dict[str, Any] | None = None
+        self.run = engine.Run(None, api="record", observers=observers_for(
+            timing=timing, placement=placement, users_code=True, note=TIMING_NOTE))
         self.datasets: list[DatasetRecord] = []
         self.passes: list[dict[str, Any]] = []  # serial -> {"dataset", "phase", "steps"}
         self.step_pass: list[int] = []  # global step -> pass serial
@@ -224,34 +219,31 @@ class Recording:
                     "(tf.compat.v1.disable_eager_execution()). Use vizdist.trace_tf1 for a Session program.")
             _active = self
             self._patch()
+        try:
+            self.run.__enter__()  # placement: TF's debugger on for the whole block
+        except BaseException:
+            self._end()
+            raise
         self.active = True
-        if self.placement_mode:
-            self._start_placement()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        global _active
         self.active, self.ended = False, True
         try:
-            if self._placer is not None:
-                self._placer.__exit__(*exc)
-                self.placement = self._placer.placement()
+            self.run.__exit__(*exc)
         finally:
-            with _patch_lock:
-                self._unpatch()
-                _active = None
+            self._end()
 
-    def _start_placement(self) -> None:
-        """TF's debugger on for the whole block: where every op of the user's run executed."""
-        from vizdist.instrument.placement import PlacementRecorder
+    @property
+    def timer(self) -> Any:
+        """The block's timing recorder (None without ``timing=True``)."""
+        return self.run.timer
 
-        try:
-            placer = PlacementRecorder(mode="CURT_HEALTH" if self.placement_mode is True else str(self.placement_mode))
-            placer.__enter__()
-        except BaseException:
-            self.__exit__(None, None, None)  # no recorder yet: only the patches go
-            raise
-        self._placer = placer
+    def _end(self) -> None:
+        global _active
+        with _patch_lock:
+            self._unpatch()
+            _active = None
 
     def _patch(self) -> None:
         base = distribute_lib.StrategyBase
@@ -332,8 +324,7 @@ class Recording:
         with self._lock:
             sink = DatasetRecord(self, strategy, info, meta, tagged=tagged, ids_in_values=ids_in_values)
             self.datasets.append(sink)
-        if self._placer is not None:
-            self._placer.observe(sink.reader)  # each eager step: its batches' devices, NaN/Inf rows
+        self.run.attach(sink.reader)  # placement: each eager step's batches' devices, NaN/Inf rows
         return sink
 
     # -- passes and steps ---------------------------------------------------------
@@ -469,14 +460,7 @@ def build_trace(rec: Recording) -> Trace:
         metas.append({**d.meta, "phases": phases, "steps_run": int(sum(
             p["steps"] for p in rec.passes if p["dataset"] == d.index))})
     meta = _block_meta(rec, metas, _pass_rows(rec, epochs))
-    elements_table = _concat(elements)
-    events = None
-    if rec.timer is not None:
-        from vizdist.instrument.timing import timing_events
-
-        rec.timer.notes.append(TIMING_NOTE)
-        events, meta["timing"] = timing_events(rec.timer, None, elements_table)
-    return Trace(elements=elements_table, batches=_concat(batches), events=events, meta=meta)
+    return rec.run.finish(Trace(elements=_concat(elements), batches=_concat(batches), meta=meta))
 
 
 #: What record(timing=True) measures (``meta["timing"]["notes"]``).
@@ -499,8 +483,6 @@ def _block_meta(rec: Recording, metas: list[dict[str, Any]], passes: list[dict[s
                 worker=rec.datasets[0].reader.worker)
     if any(not d.tagged for d in rec.datasets):
         meta["provenance"] = "fingerprint"
-    if rec.placement is not None:
-        meta["placement"] = rec.placement
     if rec.notes:
         meta["note"] = "; ".join([str(meta["note"])] * bool(meta.get("note")) + rec.notes)
     return meta
