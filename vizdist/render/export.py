@@ -143,7 +143,7 @@ def _other_data(trace: Trace, t0: int) -> dict[str, Any]:
 
 def _events(trace: Trace) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The trace's Trace Event list (track names, spans, buffer counters) and its ``otherData``."""
-    from vizdist.render.timeline_figure import lane_order
+    from vizdist.analysis.timeline_layout import lane_order
 
     ev = trace.events
     _check_spans(ev)

@@ -18,7 +18,7 @@ With more than :data:`SUMMARY_ABOVE` spans in view the canvas draws a
 per-pixel summary (every span marks each pixel it touches; a pixel shows
 the stage most spans there have) and says so; zoom in and every span is
 drawn. Lanes that carry nothing in view (see
-:func:`~vizdist.render.timeline_figure.idle_lanes`) are hidden unless
+:func:`~vizdist.analysis.timeline_layout.idle_lanes`) are hidden unless
 ``show_idle_lanes`` is on; the bar says how many. Outside a live kernel
 (GitHub, nbval) it shows a static PNG of the same timeline and a one-line
 text summary.
@@ -44,15 +44,8 @@ import numpy as np
 import pandas as pd
 
 from vizdist._optional import require
-from vizdist.render.timeline_figure import (
-    IDLE_BUSY_FRACTION,
-    OTHER_COLOR,
-    STAGE_COLORS,
-    TimelineLayout,
-    idle_lanes,
-    plot_timeline,
-    timeline_layout,
-)
+from vizdist.analysis.timeline_layout import IDLE_BUSY_FRACTION, TimelineLayout, idle_lanes, timeline_layout
+from vizdist.render.timeline_figure import OTHER_COLOR, STAGE_COLORS, plot_timeline
 from vizdist.trace import Trace
 
 __all__ = ["SUMMARY_ABOVE", "Timeline", "span_columns", "timeline", "timeline_spec"]
