@@ -16,30 +16,18 @@ def test_importing_it_loads_no_tensorflow():
     assert out.stdout.strip() == "False"
 
 
-def test_the_public_comparison_registers_its_views_explicitly():
-    """``vizdist.compare_shard_policies`` registers ShardComparison's views before it runs (no import side effect)."""
-    from vizdist.analysis.sharding import VIEWS
+def test_the_public_comparison_is_the_instrument_one():
+    """``vizdist.compare_shard_policies`` needs no wrapper: its result finds its views in ``vizdist.views``."""
+    from vizdist.instrument.sharding import compare_shard_policies
 
-    saved = dict(VIEWS)
-    VIEWS.clear()
-    try:
-        import vizdist.render.sharding  # importing the renderer alone registers nothing
-
-        assert VIEWS == {}
-        with pytest.raises(ValueError, match="unknown auto-shard policies"):
-            vizdist.compare_shard_policies([], policies=["FILES"])
-        assert set(VIEWS) == {"plot", "html"}
-    finally:
-        VIEWS.clear()
-        VIEWS.update(saved)
+    assert vizdist.compare_shard_policies is compare_shard_policies
 
 
-@pytest.mark.parametrize("name", ["what_if", "what_if_cluster", "what_if_service", "compare_shard_policies"])
+@pytest.mark.parametrize("name", ["what_if", "what_if_cluster", "what_if_service"])
 def test_the_public_functions_keep_their_names_and_docs(name):
     import importlib
 
-    where = "sharding" if name == "compare_shard_policies" else "whatif"
-    inner = getattr(importlib.import_module(f"vizdist.instrument.{where}"), name)
+    inner = getattr(importlib.import_module("vizdist.instrument.whatif"), name)
     outer = getattr(vizdist, name)
     assert outer is not inner and outer.__name__ == name and outer.__doc__ == inner.__doc__
     assert outer.__wrapped__ is inner

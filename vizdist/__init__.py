@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from vizdist import views
 from vizdist._version import __version__
 
 # Bound eagerly: the function shares its name with its module (importing the module
@@ -86,15 +87,18 @@ _LAZY = {
     "trace_loss_scaling": "vizdist.instrument.reduction",
     "show_reduction": "vizdist.render.reduction",
     "loss_table": "vizdist.render.reduction",
-    # cluster topology (issue 12): vizdist.topology is the analysis function, looked up through the
-    # renderer so that importing it registers the drawing a Topology shows in Jupyter
-    "topology": "vizdist.render.topology",
+    # cluster topology (issue 12): a Topology draws itself through vizdist.views
+    "topology": "vizdist.analysis.topology",
     "Topology": "vizdist.analysis.topology",
     "plot_topology": "vizdist.render.topology",
     "show_topology": "vizdist.render.topology",
 }
 
-__all__ = ["__version__", "diagnose", *_LAZY]
+__all__ = ["__version__", "diagnose", "views", *_LAZY]
+
+# What draws what: trace.plot.split(), trace.show(), a ShardComparison's or a Topology's own display.
+# Registered here, in one place, as paths imported on first use (no renderer is imported now).
+views.register_builtin_views()
 
 
 def __getattr__(name: str) -> Any:

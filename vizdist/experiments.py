@@ -7,10 +7,8 @@ This module, above both layers (like ``vizdist/__init__.py``), joins them:
 - :func:`what_if`, :func:`what_if_cluster`, :func:`what_if_service` show the
   :class:`~vizdist.analysis.whatif.Experiment` that ``vizdist.instrument.whatif`` builds as a
   :class:`~vizdist.render.whatif.WhatIf` widget;
-- :func:`compare_shard_policies` registers the figure and HTML views of
-  :class:`~vizdist.analysis.sharding.ShardComparison` (explicitly:
-  :func:`vizdist.render.sharding.register_views`) before it runs the comparison, so its result
-  displays.
+- :func:`compare_shard_policies` is ``vizdist.instrument.sharding``'s (its result draws itself through
+  the views :mod:`vizdist.views` holds).
 
 Each keeps the signature and docstring of the function it wraps.
 """
@@ -43,21 +41,8 @@ def __getattr__(name: str) -> Any:
     if name in ("what_if", "what_if_cluster", "what_if_service"):
         value = _shown(name)
     elif name == "compare_shard_policies":
-        value = _compared()
+        from vizdist.instrument.sharding import compare_shard_policies as value
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value
     return value
-
-
-def _compared() -> Callable[..., Any]:
-    """``vizdist.instrument.sharding.compare_shard_policies``, with ShardComparison's views registered."""
-    from vizdist.instrument.sharding import compare_shard_policies as compare
-    from vizdist.render.sharding import register_views
-
-    @functools.wraps(compare)
-    def compare_shard_policies(*args: Any, **kwargs: Any) -> Any:
-        register_views()
-        return compare(*args, **kwargs)
-
-    return compare_shard_policies

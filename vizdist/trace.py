@@ -55,6 +55,7 @@ from typing import Any
 
 import pandas as pd
 
+from vizdist import views
 from vizdist._files import NotRegularFile, open_regular, write_file
 from vizdist._loadcheck import Limits, OverLimit, check_meta_counts, check_rows, check_table
 from vizdist.contract import KINDS, validate_meta
@@ -434,6 +435,37 @@ class Trace:
         """The replica ids recorded (global ids across workers), in order."""
         reps = set(self.batches["replica"].tolist()) | set(self.elements["replica"].tolist())
         return sorted(int(r) for r in reps if r >= 0)
+
+    # -- views (drawn by vizdist.render, found through vizdist.views) ------------
+    @property
+    def plot(self) -> views.ViewSet:
+        """This trace's figures: ``trace.plot.split()``, ``.timeline()``, ``.coverage()``, ``.streams()``,
+        ``.placement()``, ``.closures()``, ``.variable_shards()``, ``.topology()`` (matplotlib).
+
+        Each is the ``vizdist.plot_<name>`` function with this trace first; ``dir(trace.plot)`` lists them.
+
+        Example:
+            >>> sorted(Trace().plot)[:3]
+            ['closures', 'coverage', 'placement']
+        """
+        return views.ViewSet("Trace", self)
+
+    def show(self, view: str = "explorer", **kwargs: Any) -> Any:
+        """An interactive view of this trace (ipywidgets): ``"explorer"`` (default, ``vizdist.show``),
+        ``"timeline"`` (``vizdist.timeline``), ``"placement"``, ``"topology"`` or ``"reduction"``.
+
+        Example:
+            >>> Trace().show("nonsense")
+            Traceback (most recent call last):
+            ...
+            vizdist.views.ViewError: Trace.show has no view 'nonsense'; its views are: explorer, placement, reduction, timeline, topology.
+        """
+        return views.resolve("Trace.show", view)(self, **kwargs)
+
+    def to_chrome_trace(self, path: str | os.PathLike[str]) -> Path:
+        """Write the timed spans as a Chrome / Perfetto trace file (``vizdist.to_chrome_trace``)."""
+        out: Path = views.resolve("Trace.export", "chrome_trace")(self, path)
+        return out
 
     def ids(self, *, step: int, replica: int) -> list[int]:
         """Source ids that ``replica`` received at ``step``, in batch order."""

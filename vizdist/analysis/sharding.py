@@ -3,8 +3,8 @@
 ``vizdist.compare_shard_policies`` (in ``vizdist/instrument``) records the
 runs and returns a :class:`ShardComparison`; this module only reads its
 traces and the input files. Its figure and HTML table come from
-``vizdist/render/sharding.py``, whose ``register_views()`` puts them in :data:`VIEWS`
-(``vizdist.compare_shard_policies`` calls it; the analysis layer never imports a renderer).
+``vizdist/render/sharding.py``, found through :mod:`vizdist.views` (vizdist registers them; the
+analysis layer never imports a renderer).
 
 Example:
     >>> from vizdist import Trace
@@ -17,22 +17,20 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from vizdist import views
 from vizdist.trace import Trace
 
-__all__ = ["POLICIES", "VIEWS", "ShardComparison", "content_map"]
+__all__ = ["POLICIES", "ShardComparison", "content_map"]
 
 #: The auto-shard policies, in the order comparisons show them.
 POLICIES = ("AUTO", "FILE", "DATA", "HINT", "OFF")
 
-#: How a comparison draws itself: ``"plot"`` (a matplotlib figure) and
-#: ``"html"`` (a table), filled by ``vizdist.render.sharding.register_views()``.
-VIEWS: dict[str, Callable[..., Any]] = {}
 
 
 def _records(path: str) -> list[str] | None:
@@ -218,17 +216,12 @@ class ShardComparison:
     def plot(self, **kwargs: Any) -> Any:
         """A matplotlib figure: one panel per policy, which worker read which element.
 
-        Drawn by ``vizdist.render.sharding.plot_shard_policies`` (see :data:`VIEWS`).
+        Drawn by ``vizdist.render.sharding.plot_shard_policies`` (its view in :mod:`vizdist.views`).
         """
-        view = VIEWS.get("plot")
-        if view is None:
-            raise RuntimeError("ShardComparison.plot needs vizdist's renderer: "
-                               "call vizdist.plot_shard_policies(comparison) instead.")
-        return view(self, **kwargs)
+        return views.resolve("ShardComparison", "plot")(self, **kwargs)
 
     def _repr_html_(self) -> str | None:
-        view = VIEWS.get("html")
-        return None if view is None else view(self)
+        return views.resolve("ShardComparison", "html")(self) if views.has("ShardComparison", "html") else None
 
     def __repr__(self) -> str:
         return (f"ShardComparison(policies={self.policies}, workers={self.workers}, "

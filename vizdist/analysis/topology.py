@@ -45,17 +45,15 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from vizdist import views
 from vizdist.trace import Trace
 
-__all__ = ["VIEWS", "Link", "Task", "Topology", "resolver_spec", "task_number", "topology"]
+__all__ = ["Link", "Task", "Topology", "resolver_spec", "task_number", "topology"]
 
-#: How a :class:`Topology` draws itself (``"plot"``, ``"html"``, ``"png"``), filled by
-#: ``vizdist.render.topology`` when it is imported (the analysis layer never imports a renderer).
-VIEWS: dict[str, Callable[..., Any]] = {}
 
 MODES = ("multi_worker", "parameter_server", "data_service", "tpu", "single", "cluster")
 TF_JOBS = ("chief", "worker", "ps", "evaluator")
@@ -225,16 +223,13 @@ class Topology:
 
     def plot(self, **kwargs: Any) -> Any:
         """Draw it (``vizdist.plot_topology``)."""
-        view = VIEWS.get("plot")
-        if view is None:
-            raise RuntimeError("Topology.plot needs vizdist's renderer: call vizdist.plot_topology(topology).")
-        return view(self, **kwargs)
+        return views.resolve("Topology", "plot")(self, **kwargs)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         bundle: dict[str, Any] = {"text/plain": repr(self)}
         for mime, key in (("text/html", "html"), ("image/png", "png")):
-            if key in VIEWS:
-                bundle[mime] = VIEWS[key](self)
+            if views.has("Topology", key):  # vizdist registers them (vizdist.views); the renderer draws
+                bundle[mime] = views.resolve("Topology", key)(self)
         return bundle
 
 

@@ -299,9 +299,8 @@ def compare_shard_policies(
             their servers and run code in them while they run.
 
     Returns:
-        A :class:`ShardComparison`; ``.summary()`` is the table. ``vizdist.compare_shard_policies``
-        also registers its views (``vizdist.render.sharding.register_views``), so that result
-        renders side by side in Jupyter.
+        A :class:`ShardComparison`; ``.summary()`` is the table, ``.plot()`` the figure, and in
+        Jupyter it renders side by side (its views are in :mod:`vizdist.views`).
 
     Example:
         >>> cmp = compare_shard_policies(workers=2, global_batch_size=4)   # doctest: +SKIP

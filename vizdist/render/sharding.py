@@ -16,10 +16,10 @@ import html as _html
 from pathlib import Path
 from typing import Any
 
-from vizdist.analysis.sharding import VIEWS, content_map
+from vizdist.analysis.sharding import content_map
 from vizdist.render._text import described, plain_figure
 
-__all__ = ["element_grid", "plot_shard_policies", "register_views", "shard_policies_html"]
+__all__ = ["element_grid", "plot_shard_policies", "shard_policies_html"]
 
 
 def _name(path: str) -> str:
@@ -151,12 +151,3 @@ def shard_policies_html(cmp: Any) -> str:
     notes = "".join(f"<p><b>{_html.escape(p)}:</b> {_html.escape(n)}</p>" for p, n in cmp.notes.items())
     return (f"<div class='vizdist-shards'><table><thead><tr><th></th>{head}</tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table>{notes}</div>")
-
-
-def register_views() -> None:
-    """Let a :class:`~vizdist.analysis.sharding.ShardComparison` draw itself with this module's views.
-
-    ``.plot()`` becomes :func:`plot_shard_policies` and Jupyter's HTML :func:`shard_policies_html`.
-    ``vizdist.compare_shard_policies`` calls this before it runs; importing this module registers nothing.
-    """
-    VIEWS.update(plot=plot_shard_policies, html=shard_policies_html)

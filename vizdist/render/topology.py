@@ -27,7 +27,7 @@ import io
 from html import escape
 from typing import Any
 
-from vizdist.analysis.topology import NETWORK_WORDS, VIEWS, Topology, topology
+from vizdist.analysis.topology import NETWORK_WORDS, Topology, topology
 from vizdist.render._text import described, plain_figure, short
 
 __all__ = ["TopologyView", "plot_topology", "show_topology", "topology", "topology_html", "topology_layout"]
@@ -378,5 +378,6 @@ def show_topology(source: Any) -> TopologyView:
     return TopologyView(source)
 
 
-VIEWS.update(plot=plot_topology, html=topology_html,
-             png=lambda topo: base64.b64encode(_png(topo)).decode("ascii"))
+def topology_png(source: Any) -> str:
+    """The drawing of a topology as base64 PNG text (what Jupyter shows for a ``Topology``)."""
+    return base64.b64encode(_png(source)).decode("ascii")
