@@ -46,3 +46,17 @@ def test_gpu_without_gpu_is_a_clear_error(tf):
         pytest.skip("this machine has a GPU")
     with pytest.raises(RuntimeError, match="found no GPU"):
         vizdist.virtual_devices(2, kind="GPU")
+
+
+def test_importing_vizdist_patches_nothing_in_tensorflow_until_asked():
+    """TF's tf.data service functions are wrapped explicitly (virtual_devices, a run), never by an import."""
+    import subprocess
+    import sys
+
+    code = ("import vizdist.instrument.distribution, vizdist.instrument.devices\n"
+            "from vizdist.instrument.service import registry\n"
+            "before = registry.installed()\n"
+            "import vizdist; vizdist.virtual_devices(2)\n"
+            "print(before, registry.installed())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    assert out.stdout.split()[-2:] == ["False", "True"]

@@ -36,6 +36,7 @@ from vizdist._files import write_file
 from vizdist.instrument import jobfiles
 from vizdist.instrument.cluster import USER_TASK_MODES, WorkerContext
 from vizdist.instrument.record import task_number
+from vizdist.instrument.service import registry
 from vizdist.instrument.shards import stamp, task_from_tf_config
 from vizdist.instrument.supervisor import POLL_S, report
 from vizdist.instrument.topology import write_listen_file
@@ -74,6 +75,7 @@ def run_task(ctx: WorkerContext, job: Path, spec: Mapping[str, Any]) -> Any:
     mode = spec["mode"]
     if ctx.task_type not in USER_TASK_MODES[mode]:
         return serve(ctx)
+    registry.install()  # the user's function may build a tf.data service pipeline: trace it with real ids
     report("ready")
     fn, args, kwargs = _wait_for_job(job, float(spec["timeout"]))
     report("running")

@@ -8,9 +8,6 @@ from vizdist.instrument.service import registry as _service_registry
 
 __all__ = ["virtual_devices"]
 
-_service_registry.install()  # so a tf.data service pipeline built after this can be traced with real ids
-
-
 def _initialized() -> bool:
     from tensorflow.python.eager import context
 
@@ -36,6 +33,9 @@ def virtual_devices(n: int = 4, kind: str = "CPU", *, memory_limit_mb: int = 102
     none for the worker and tf.data service processes vizdist starts beside this one (they grow theirs
     too: ``TF_FORCE_GPU_ALLOW_GROWTH``).
 
+    It also lets vizdist see the tf.data service pipelines built after it
+    (:func:`vizdist.instrument.service.registry.install`), so they trace with real ids.
+
     Returns:
         The logical device names, e.g. ``['/device:CPU:0', ..., '/device:CPU:3']``.
 
@@ -50,6 +50,7 @@ def virtual_devices(n: int = 4, kind: str = "CPU", *, memory_limit_mb: int = 102
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be a whole number of devices, 1 or more; got {n!r}.")
+    _service_registry.install()  # so a tf.data service pipeline built after this can be traced with real ids
     kind = str(kind).upper()
     if kind not in ("CPU", "GPU", "AUTO"):
         raise ValueError(f"kind must be 'CPU', 'GPU' or 'auto'; got {kind!r}.")

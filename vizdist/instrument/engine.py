@@ -132,6 +132,7 @@ class Run:
 
     def __enter__(self) -> Run:
         self._token = _CURRENT.set(self)
+        service_registry.install()  # a service pipeline built inside the run (record's block) is seen
         # every tf.data service read of the run gets one token: pipelines that share a job in TF
         # (the same job_name) share it traced too, whichever dataset of the run they belong to
         self._service_run = service_registry.one_run()

@@ -77,8 +77,6 @@ from vizdist.instrument.service import registry as service_registry
 __all__ = ["SOURCE_SHIFT", "Tagged", "Untaggable", "cardinality", "decode_tags", "keyed", "tag_dataset",
            "tensor_value", "untag", "values_are_ids"]
 
-service_registry.install()  # see which datasets the user's own tf.data service reads serve
-
 SOURCE_SHIFT = 56
 LOCAL_MASK = (1 << SOURCE_SHIFT) - 1
 LINE_BITS = 32

@@ -17,9 +17,9 @@ it lives in a private network namespace that this process cannot reach, and
 TensorFlow would wait for it forever. Every open ``LocalDataService`` is in
 :data:`LIVE`; :func:`serving` finds one by its dispatcher's address.
 
-vizdist installs them when TensorFlow-using parts of vizdist load
-(``vizdist.virtual_devices``, ``LocalDataService``, tracing), so build your
-service pipeline after one of those (a notebook's setup cell does).
+vizdist installs them explicitly, never on import: ``vizdist.virtual_devices()``,
+``LocalDataService(...)`` and every run (``record()``'s block, ``trace_distribution``) call
+:func:`install`. Build your service pipeline after one of those (a notebook's setup cell does).
 
 Example:
     >>> import tensorflow as tf                                      # doctest: +SKIP
