@@ -30,7 +30,7 @@ def test_python_dash_m_vizdist_is_the_same_command(tmp_path):
     import subprocess
     import sys
 
-    from vizdist.instrument.supervisor import vizdist_root
+    from vizdist.instrument.processes.supervisor import vizdist_root
 
     for w in range(2):
         Trace.from_records(elements=[dict(worker=w, source_id=w)]).save(tmp_path / "s" / f"worker-{w}.json")

@@ -19,7 +19,7 @@ MODULES = sorted(m.name for m in pkgutil.walk_packages(vizdist.__path__, "vizdis
 
 
 def test_every_module_is_found():
-    assert "vizdist.trace" in MODULES and "vizdist.instrument.distribution" in MODULES
+    assert "vizdist.trace" in MODULES and "vizdist.instrument.run.distribution" in MODULES
 
 
 @pytest.mark.parametrize("name", MODULES)

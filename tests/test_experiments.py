@@ -18,7 +18,7 @@ def test_importing_it_loads_no_tensorflow():
 
 def test_the_public_comparison_is_the_instrument_one():
     """``vizdist.compare_shard_policies`` needs no wrapper: its result finds its views in ``vizdist.views``."""
-    from vizdist.instrument.sharding import compare_shard_policies
+    from vizdist.instrument.experiments.sharding import compare_shard_policies
 
     assert vizdist.compare_shard_policies is compare_shard_policies
 
@@ -27,7 +27,7 @@ def test_the_public_comparison_is_the_instrument_one():
 def test_the_public_functions_keep_their_names_and_docs(name):
     import importlib
 
-    inner = getattr(importlib.import_module("vizdist.instrument.whatif"), name)
+    inner = getattr(importlib.import_module("vizdist.instrument.experiments.whatif"), name)
     outer = getattr(vizdist, name)
     assert outer is not inner and outer.__name__ == name and outer.__doc__ == inner.__doc__
     assert outer.__wrapped__ is inner

@@ -135,7 +135,7 @@ def _vizdist_imports(module: str) -> set[str]:
 
 def test_the_scan_sees_every_kind_of_import():
     """The scanner itself: function-local and from-imports are found (so the rules below can fail)."""
-    assert "vizdist.instrument.cluster" in imports("vizdist.instrument.sharding")  # function-local import
+    assert "vizdist.instrument.processes.cluster" in imports("vizdist.instrument.experiments.sharding")  # function-local import
     assert "tensorflow" in imports("vizdist.instrument.devices")
     assert {"vizdist.trace", "vizdist.diagnose"} <= imports("vizdist.checks.split")
 

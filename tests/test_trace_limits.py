@@ -68,7 +68,7 @@ def test_vizdist_writes_no_null_it_would_refuse(tmp_path):
 
 def test_extra_columns_match_what_the_timing_recorder_writes():
     pytest.importorskip("tensorflow")
-    from vizdist.instrument.timing import EXTRA_COLUMNS as TIMING
+    from vizdist.instrument.observe.timing import EXTRA_COLUMNS as TIMING
 
     assert EXTRA_COLUMNS["events"] == TIMING
 

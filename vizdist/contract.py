@@ -115,7 +115,7 @@ Keys of every kind (:class:`CommonMeta`):
   (str), ``cores`` (list of :class:`TPUCore`: ``core`` (int, the ordinal on
   its host), ``device`` (str), ``coordinates`` (list of int))). Built from
   TF's ``tf.tpu.experimental.Topology`` by
-  ``vizdist.instrument.topology.tpu_meta``.
+  ``vizdist.instrument.observe.topology.tpu_meta``.
 
 Placement keys (``distribution`` / ``multi_worker``; written only when asked,
 ``trace_distribution(..., placement=True)``):
@@ -371,7 +371,7 @@ class FailedStep(TypedDict, total=False):
 
 
 class FailedElement(TypedDict, total=False):
-    """The element a ``map`` or ``filter`` of the input pipeline raised on (``vizdist.instrument.map_failure``)."""
+    """The element a ``map`` or ``filter`` of the input pipeline raised on (``vizdist.instrument.ids.map_failure``)."""
 
     function: str
     map_index: int

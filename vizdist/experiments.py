@@ -5,9 +5,9 @@ and never imports ``vizdist/render``; ``vizdist/render`` draws them and never im
 This module, above both layers (like ``vizdist/__init__.py``), joins them:
 
 - :func:`what_if`, :func:`what_if_cluster`, :func:`what_if_service` show the
-  :class:`~vizdist.analysis.whatif.Experiment` that ``vizdist.instrument.whatif`` builds as a
+  :class:`~vizdist.analysis.whatif.Experiment` that ``vizdist.instrument.experiments.whatif`` builds as a
   :class:`~vizdist.render.whatif.WhatIf` widget;
-- :func:`compare_shard_policies` is ``vizdist.instrument.sharding``'s (its result draws itself through
+- :func:`compare_shard_policies` is ``vizdist.instrument.experiments.sharding``'s (its result draws itself through
   the views :mod:`vizdist.views` holds).
 
 Each keeps the signature and docstring of the function it wraps.
@@ -24,8 +24,8 @@ __all__ = ["compare_shard_policies", "what_if", "what_if_cluster", "what_if_serv
 
 
 def _shown(name: str) -> Callable[..., Any]:
-    """``vizdist.instrument.whatif.<name>``, returning its experiment as a WhatIf widget."""
-    from vizdist.instrument import whatif as build
+    """``vizdist.instrument.experiments.whatif.<name>``, returning its experiment as a WhatIf widget."""
+    from vizdist.instrument.experiments import whatif as build
 
     @functools.wraps(getattr(build, name))
     def show(*args: Any, **kwargs: Any) -> Any:
@@ -41,7 +41,7 @@ def __getattr__(name: str) -> Any:
     if name in ("what_if", "what_if_cluster", "what_if_service"):
         value = _shown(name)
     elif name == "compare_shard_policies":
-        from vizdist.instrument.sharding import compare_shard_policies as value
+        from vizdist.instrument.experiments.sharding import compare_shard_policies as value
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value

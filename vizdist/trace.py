@@ -109,7 +109,7 @@ SCHEMA: dict[str, dict[str, tuple[str, Any]]] = {
 }
 TABLES = tuple(SCHEMA)
 
-#: Extra columns vizdist's instruments write (``vizdist.instrument.timing.EXTRA_COLUMNS`` for events):
+#: Extra columns vizdist's instruments write (``vizdist.instrument.observe.timing.EXTRA_COLUMNS`` for events):
 #: like the schema's, a trace holds them with their dtype and never null, and ``load_trace`` checks so.
 #: Other extra columns are kept as given.
 EXTRA_COLUMNS: dict[str, dict[str, tuple[str, Any]]] = {

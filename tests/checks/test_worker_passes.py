@@ -129,7 +129,7 @@ def _mwms_shuffle_repeat(ctx, shard_dir: str) -> Trace:
 
     import tensorflow as tf
 
-    from vizdist.instrument.cluster import record_worker_shard
+    from vizdist.instrument.processes.cluster import record_worker_shard
 
     strategy = ctx.multi_worker_strategy()
     plain = {}
@@ -154,7 +154,7 @@ def _within_pass(values: dict[int, list[int]], workers: int = 2) -> set[tuple[in
 
 @pytest.mark.slow
 def test_real_multi_worker_shuffle_repeat(tmp_path) -> None:
-    from vizdist.instrument.cluster import LocalCluster
+    from vizdist.instrument.processes.cluster import LocalCluster
     from vizdist.trace import load_trace
 
     with LocalCluster(workers=2, timeout=120.0, collective_timeout=15.0, progress=False) as cluster:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from vizdist.errors import TracingError
-from vizdist.instrument.cluster import LocalCluster, WorkerContext, free_ports, record_worker_shard
+from vizdist.instrument.processes.cluster import LocalCluster, WorkerContext, free_ports, record_worker_shard
 from vizdist.trace import Trace, load_trace
 from vizdist.trace import load_trace as vizdist_load
 
@@ -151,7 +151,7 @@ def _mwms_work(ctx: WorkerContext, shard_dir: str) -> Trace:
     import tensorflow as tf
 
     import vizdist
-    from vizdist.instrument.cluster import record_worker_shard
+    from vizdist.instrument.processes.cluster import record_worker_shard
 
     strategy = ctx.multi_worker_strategy()
     ds = tf.data.Dataset.range(16).batch(4)
@@ -308,16 +308,16 @@ def test_keyboard_interrupt_kills_every_process() -> None:
 def test_docstring_examples_run() -> None:
     import doctest
 
-    import vizdist.instrument.cluster
+    import vizdist.instrument.processes.cluster
 
-    assert doctest.testmod(vizdist.instrument.cluster, optionflags=doctest.ELLIPSIS).failed == 0
+    assert doctest.testmod(vizdist.instrument.processes.cluster, optionflags=doctest.ELLIPSIS).failed == 0
 
 
 _ORPHAN_LAUNCHER = r"""
 import sys, threading, time
 from pathlib import Path
 from vizdist.trace import load_trace as vizdist_load
-from vizdist.instrument.cluster import LocalCluster
+from vizdist.instrument.processes.cluster import LocalCluster
 
 out = Path(sys.argv[1])
 cluster = LocalCluster(workers=2, timeout=120, progress=False)

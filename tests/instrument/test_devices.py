@@ -53,7 +53,7 @@ def test_importing_vizdist_patches_nothing_in_tensorflow_until_asked():
     import subprocess
     import sys
 
-    code = ("import vizdist.instrument.distribution, vizdist.instrument.devices\n"
+    code = ("import vizdist.instrument.run.distribution, vizdist.instrument.devices\n"
             "from vizdist.instrument.service import registry\n"
             "before = registry.installed()\n"
             "import vizdist; vizdist.virtual_devices(2)\n"

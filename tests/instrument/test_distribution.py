@@ -449,7 +449,7 @@ def _partial_work(ctx):  # runs in each worker of a LocalCluster
 
 @pytest.mark.slow
 def test_multi_worker_partial_is_marked_only_where_the_global_batch_is_short():
-    from vizdist.instrument.cluster import LocalCluster
+    from vizdist.instrument.processes.cluster import LocalCluster
 
     with LocalCluster(workers=2, timeout=120.0, progress=False) as cluster:
         t = cluster.run(_partial_work)
@@ -467,7 +467,7 @@ import json, os, sys
 import tensorflow as tf
 from tensorflow.python.distribute import multi_worker_util
 import vizdist
-from vizdist.instrument.cluster import record_worker_shard
+from vizdist.instrument.processes.cluster import record_worker_shard
 
 shards, plain_dir = sys.argv[1], sys.argv[2]
 opts = tf.distribute.experimental.CommunicationOptions(timeout_seconds=60)
@@ -492,7 +492,7 @@ def test_a_cluster_with_a_chief_numbers_every_task_once(tmp_path):
     import subprocess
     import sys
 
-    from vizdist.instrument.cluster import free_ports
+    from vizdist.instrument.processes.cluster import free_ports
 
     script, shards, plain = tmp_path / "task.py", tmp_path / "shards", tmp_path / "plain"
     script.write_text(_CHIEF_SCRIPT)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from vizdist.instrument.supervisor import vizdist_root
+from vizdist.instrument.processes.supervisor import vizdist_root
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="user namespaces are a Linux feature")
 
@@ -26,7 +26,7 @@ _NO_USERNS = 'echo 0 > /proc/sys/user/max_user_namespaces && exec "$0" -c "$1"'
 _CHECK = r"""
 import json, sys, warnings
 import psutil, vizdist
-from vizdist.instrument.supervisor import Namespace
+from vizdist.instrument.processes.supervisor import Namespace
 
 ns, why = Namespace.start()
 out = {"namespace": ns is not None, "why": why}
@@ -104,7 +104,7 @@ def test_workers_for_your_own_dispatcher_are_refused_unless_isolate_false() -> N
 def test_opting_out_says_plainly_who_can_run_code_in_the_servers():
     """isolate=False starts nothing yet; it warns at once that the servers will be reachable by anyone."""
     import vizdist
-    from vizdist.instrument.cluster import IsolationWarning
+    from vizdist.instrument.processes.cluster import IsolationWarning
 
     with pytest.warns(IsolationWarning, match=r"LocalCluster\(isolate=False\).*anyone who can reach"):
         cluster = vizdist.LocalCluster(workers=2, isolate=False)

@@ -15,7 +15,7 @@ import pytest
 
 import vizdist
 from vizdist.errors import TracingError
-from vizdist.instrument.map_failure import find_map_failure
+from vizdist.instrument.ids.map_failure import find_map_failure
 
 
 def iterators_in_cycles(run) -> list[str]:
@@ -98,7 +98,7 @@ def test_find_map_failure_leaves_none(tf, kind):
 
 
 def test_an_in_process_service_consumer_stopped_by_a_data_error_leaves_none(tf):
-    from vizdist.instrument.cluster import IsolationWarning
+    from vizdist.instrument.processes.cluster import IsolationWarning
 
     with pytest.warns(IsolationWarning), vizdist.LocalDataService(workers=1, in_process=True) as s:
         def run():

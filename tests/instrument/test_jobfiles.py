@@ -1,4 +1,4 @@
-"""The launcher <-> worker file protocol is spelled once, in ``vizdist/instrument/jobfiles.py``."""
+"""The launcher <-> worker file protocol is spelled once, in ``vizdist/instrument/processes/jobfiles.py``."""
 
 from __future__ import annotations
 
@@ -9,15 +9,13 @@ from pathlib import Path
 import pytest
 
 import vizdist
-from vizdist.instrument import jobfiles
+from vizdist.instrument.processes import jobfiles
 
 ROOT = Path(vizdist.__file__).parent
 
 #: modules that may still spell a job file's name, each with why.
 EXCEPTIONS = {
-    "instrument/jobfiles.py": "the one place the names are spelled",
-    "instrument/legacy.py": "run_in_graph_mode's own job.pkl/result.json; legacy.py is being reworked by "
-                            "another developer right now",
+    "instrument/processes/jobfiles.py": "the one place the names are spelled",
 }
 
 #: a string (an f-string with ``{}`` for each value) that names a job file.
@@ -64,7 +62,7 @@ def test_no_job_file_name_is_spelled_outside_jobfiles(path):
     if path in EXCEPTIONS:
         return
     found = job_file_literals((ROOT / path).read_text(encoding="utf-8"))
-    assert not found, f"{path} spells job file names {found}: use vizdist.instrument.jobfiles"
+    assert not found, f"{path} spells job file names {found}: use vizdist.instrument.processes.jobfiles"
 
 
 def test_task_files_round_trip(tmp_path):

@@ -220,7 +220,7 @@ def test_v1_strategy_in_trace_distribution_splits_as_its_tf2_replacement(v1, v2)
 
 
 def test_removed_tf1_methods_are_the_ones_this_tf_lacks(v1) -> None:
-    from vizdist.instrument.legacy import REMOVED_TF1_METHODS, TF1_METHODS
+    from vizdist.instrument.run.legacy import REMOVED_TF1_METHODS, TF1_METHODS
 
     assert [m for m in TF1_METHODS if not hasattr(v1, m)] == list(REMOVED_TF1_METHODS)
     assert hasattr(v1.extended, "update")  # what the message for `update` points to

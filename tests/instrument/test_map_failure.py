@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import vizdist
-from vizdist.instrument.map_failure import find_map_failure
+from vizdist.instrument.ids.map_failure import find_map_failure
 
 
 def _checked(tf, line):

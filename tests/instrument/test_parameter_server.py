@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 import vizdist
-from vizdist.instrument.cluster import LocalCluster, WorkerContext
-from vizdist.instrument.parameter_server import (
+from vizdist.instrument.processes.cluster import LocalCluster, WorkerContext
+from vizdist.instrument.strategies.parameter_server import (
     PARTITIONERS,
     PartitionerSwitch,
     record_parameter_server,

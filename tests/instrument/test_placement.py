@@ -7,7 +7,7 @@ import re
 import pytest
 
 import vizdist
-from vizdist.instrument.placement import short_device
+from vizdist.instrument.observe.placement import short_device
 
 
 def _ops(trace, stage=None, op_type=None):
@@ -214,7 +214,7 @@ def test_health_modes_say_they_skip_non_float_graph_ops(tf, mirrored):
 
 def test_vizdist_reading_tfs_graph_adds_no_op_row(tf, mirrored, step, monkeypatch):
     """meta["rebatch"] is read by serializing TF's dataset graph (an op): that op is vizdist's, not the run's."""
-    from vizdist.instrument import distribution
+    from vizdist.instrument.run import distribution
 
     def rows(t):  # (each run traces its own copy of the step: __inference_step_<n>)
         return sorted(tuple(re.sub(r"_\d+$", "", o[k]) for k in ("stage", "op_type", "graph", "device"))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import vizdist
-from vizdist.instrument.placement import short_device
+from vizdist.instrument.observe.placement import short_device
 from vizdist.render.reduction import loss_table, reduction_layout
 
 
@@ -171,7 +171,7 @@ def _mwms_work(ctx, out_dir, impl, cases):
     import tensorflow as tf
 
     import vizdist
-    from vizdist.instrument.placement import short_device
+    from vizdist.instrument.observe.placement import short_device
 
     def local(v):
         return [[short_device(x.device), np.asarray(x).tolist()] for x in s.experimental_local_results(v)]

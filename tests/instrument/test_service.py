@@ -34,7 +34,7 @@ def service(tf):
 @pytest.fixture(scope="module")
 def plain(tf):
     """A plain TF service in this process (no vizdist): dispatcher + 2 workers, fixed worker list."""
-    from vizdist.instrument.supervisor import free_ports
+    from vizdist.instrument.processes.supervisor import free_ports
 
     svc = tf.data.experimental.service
     d_port, *w_ports = free_ports(3)
@@ -237,7 +237,7 @@ def test_tensor_slices_keep_their_ids_under_distributed_epoch(tf, service):
 
 
 def test_unreachable_dispatcher_is_a_clear_error(tf):
-    from vizdist.instrument.cluster import free_ports
+    from vizdist.instrument.processes.cluster import free_ports
 
     port = free_ports(1)[0]
     with pytest.raises(TracingError, match=r"no tf\.data service dispatcher answers"):
@@ -245,7 +245,7 @@ def test_unreachable_dispatcher_is_a_clear_error(tf):
 
 
 def test_in_process_workers_say_attribution_is_unavailable(tf):
-    from vizdist.instrument.cluster import IsolationWarning
+    from vizdist.instrument.processes.cluster import IsolationWarning
 
     with pytest.warns(IsolationWarning, match="cannot put in a private network namespace.*run code in them"), \
             vizdist.LocalDataService(workers=2, in_process=True) as s:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from vizdist.diagnose import diagnose
-from vizdist.instrument.sharding import ShardComparison, compare_shard_policies, write_text_files
+from vizdist.instrument.experiments.sharding import ShardComparison, compare_shard_policies, write_text_files
 from vizdist.trace import Trace
 
 pytestmark = pytest.mark.slow
@@ -55,7 +55,7 @@ def _plain_tf_policies(ctx, files: list[str], policies: list[str], reader: str) 
 
 def _run_plain(files: list[str], policies: list[str], reader: str = "text") -> dict[int, dict[str, Any]]:
     """worker -> policy -> per step, per local replica, the values plain TF delivered (or its error)."""
-    from vizdist.instrument.cluster import LocalCluster
+    from vizdist.instrument.processes.cluster import LocalCluster
 
     with LocalCluster(workers=2, timeout=120.0, collective_timeout=15.0, progress=False) as cluster:
         t = cluster.run(_plain_tf_policies, files, policies, reader)
@@ -201,7 +201,7 @@ def test_enumerate_after_files_makes_auto_fall_back_to_data(files: list[str]) ->
 
 
 def test_file_with_fewer_files_than_workers_is_explained_not_run(tmp_path: Path, monkeypatch) -> None:
-    import vizdist.instrument.cluster as cluster
+    import vizdist.instrument.processes.cluster as cluster
 
     def no_cluster(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("a cluster was started for a policy checked up front")
@@ -238,7 +238,7 @@ def test_bad_input_is_rejected(tmp_path: Path) -> None:
 def test_tfrecord_files_shard_like_text_files(tmp_path: Path) -> None:
     import tensorflow as tf
 
-    from vizdist.instrument.sharding import write_tfrecord_files
+    from vizdist.instrument.experiments.sharding import write_tfrecord_files
 
     recs = write_tfrecord_files(tmp_path, n_files=4, records_per_file=4)
     assert [r.numpy() for r in tf.data.TFRecordDataset(recs[1:2])] == [b"4", b"5", b"6", b"7"]
@@ -261,7 +261,7 @@ def test_the_default_files_go_with_the_comparison_or_its_failure(tmp_path: Path,
     import tempfile
 
     from vizdist.errors import TracingError
-    from vizdist.instrument import sharding
+    from vizdist.instrument.experiments import sharding
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from vizdist import load_trace
-from vizdist.instrument.shards import record_worker_shard, task_from_resolver
+from vizdist.instrument.processes.shards import record_worker_shard, task_from_resolver
 from vizdist.trace import Trace
 
 tf = pytest.importorskip("tensorflow")
@@ -85,7 +85,7 @@ def test_a_resolver_without_a_task_is_refused(tmp_path: Path) -> None:
 
 def test_public_name_and_old_import_path() -> None:
     import vizdist
-    from vizdist.instrument import cluster
+    from vizdist.instrument.processes import cluster
 
     assert vizdist.record_worker_shard is record_worker_shard is cluster.record_worker_shard
 

@@ -16,13 +16,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from vizdist.instrument import supervisor as sv
+from vizdist.instrument.processes import supervisor as sv
 
 
 def test_child_reports_ready_and_logs_survive_a_failure(tmp_path: Path) -> None:
     sup = sv.Supervisor(tmp_path / "run", label="t")
-    ok = sup.spawn("ok", "vizdist.instrument._demo_child", ["ready"])
-    bad = sup.spawn("bad", "vizdist.instrument._demo_child", ["fail"])
+    ok = sup.spawn("ok", "vizdist.instrument.processes._demo_child", ["ready"])
+    bad = sup.spawn("bad", "vizdist.instrument.processes._demo_child", ["fail"])
     state, which = sup.wait([ok], ("ready",), deadline=time.monotonic() + 60)
     assert (state, which) == ("ok", [])
     state, which = sup.wait([bad], ("ready",), deadline=time.monotonic() + 60)
@@ -37,7 +37,7 @@ def test_what_a_child_leaves_in_its_temporary_folder_goes_with_the_supervisor(tm
     """A child ending with os._exit skips the clean-up at exit (TF's autograph files): nothing of it stays."""
     for keep in (False, True):
         sup = sv.Supervisor(tmp_path / f"run-{keep}", label="t")
-        child = sup.spawn("leaver", "vizdist.instrument._demo_child", ["tempfile"])
+        child = sup.spawn("leaver", "vizdist.instrument.processes._demo_child", ["tempfile"])
         assert sup.wait_exit(child, timeout=60) == 0, sup.log_tail(child)
         left = Path(sup.log_tail(child).splitlines()[-1])
         assert left.exists() and left.is_relative_to(sup.folder)
@@ -62,7 +62,7 @@ def test_a_module_planted_beside_the_package_never_shadows_the_standard_library(
     (root / "argparse.py").write_text(f"open({str(ran)!r}, 'w').close()\n")
     monkeypatch.setattr(sv, "vizdist_root", lambda: str(root))
     with sv.Supervisor(tmp_path / "run", label="t") as sup:
-        child = sup.spawn("modules", "vizdist.instrument._demo_child", ["modules"])
+        child = sup.spawn("modules", "vizdist.instrument.processes._demo_child", ["modules"])
         assert sup.wait_exit(child, timeout=60) == 0, sup.log_tail(child)
         seen = json.loads(sup.log_tail(child).splitlines()[-1])
     assert not ran.exists(), "the planted argparse.py ran in the child"
@@ -72,8 +72,8 @@ def test_a_module_planted_beside_the_package_never_shadows_the_standard_library(
 def test_children_grow_gpu_memory_unless_the_caller_says_otherwise(tmp_path: Path) -> None:
     """Several TF processes share one GPU only if none maps all its memory at start (TF's default)."""
     with sv.Supervisor(tmp_path / "run", label="t", env={"PATH": os.environ.get("PATH", "")}) as sup:
-        default = sup.spawn("default", "vizdist.instrument._demo_child", ["gpu-env"])
-        own = sup.spawn("own", "vizdist.instrument._demo_child", ["gpu-env"],
+        default = sup.spawn("default", "vizdist.instrument.processes._demo_child", ["gpu-env"])
+        own = sup.spawn("own", "vizdist.instrument.processes._demo_child", ["gpu-env"],
                         env={"TF_FORCE_GPU_ALLOW_GROWTH": "false"})
         for child in (default, own):
             assert sup.wait_exit(child, timeout=60) == 0, sup.log_tail(child)
@@ -82,7 +82,7 @@ def test_children_grow_gpu_memory_unless_the_caller_says_otherwise(tmp_path: Pat
 
 def test_wait_is_bounded_and_kill_takes_the_whole_tree(tmp_path: Path) -> None:
     sup = sv.Supervisor(tmp_path / "run", label="t")
-    child = sup.spawn("tree", "vizdist.instrument._demo_child", ["tree"])
+    child = sup.spawn("tree", "vizdist.instrument.processes._demo_child", ["tree"])
     state, _ = sup.wait([child], ("ready",), deadline=time.monotonic() + 60)
     assert state == "ok"
     grandchild = psutil.Process(
@@ -102,7 +102,7 @@ def test_namespace_has_only_loopback(tmp_path: Path) -> None:
         pytest.skip(f"user + network namespaces are unavailable here: {why}")
     try:
         sup = sv.Supervisor(tmp_path / "run", label="t", namespace=ns)
-        child = sup.spawn("probe", "vizdist.instrument._demo_child", ["interfaces"])
+        child = sup.spawn("probe", "vizdist.instrument.processes._demo_child", ["interfaces"])
         assert sup.wait_exit(child, timeout=60) == 0, sup.log_tail(child)
         got = json.loads(sup.log_tail(child).splitlines()[-1])
         assert got == {"interfaces": ["lo"], "loopback_ok": True}

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import vizdist
-from vizdist.instrument.distribution import _to_json
+from vizdist.instrument.run.distribution import _to_json
 
 SOURCES = ["range", "slices", "tuple", "dict"]
 
@@ -164,7 +164,7 @@ def test_shuffle_without_seed_under_global_seed_keeps_order(tf, strategies):
 
 
 def test_file_tags_keep_tf_file_order_and_lines(tf, tmp_path):
-    from vizdist.instrument.tagging import decode_tags, tag_dataset
+    from vizdist.instrument.ids.tagging import decode_tags, tag_dataset
 
     files = []
     for i in range(3):
@@ -222,7 +222,7 @@ def test_file_index_is_the_position_in_the_list(tf, monkeypatch, scan, buckets):
     """Each name maps to its first position in the list, by comparing names (few files) or by a
     fingerprint search (many), also when fingerprints collide (3 buckets for 40 names); a name not
     in the list gets ``len(files)``."""
-    from vizdist.instrument import tagging
+    from vizdist.instrument.ids import tagging
 
     if not scan:
         monkeypatch.setattr(tagging, "SCAN_FILES", 0)
@@ -240,7 +240,7 @@ def test_file_ids_by_hash_bucket_decode_to_the_files_that_hash_there(tf):
     """Where the list of files could not be read up front, a file id is TF's 24-bit hash bucket of its
     name; decoding names each listed file by its bucket (plain TF's to_hash_bucket_fast) and labels a
     bucket no listed file hashes to."""
-    from vizdist.instrument.tagging import FILE_UNKNOWN, LINE_BITS, decode_tags
+    from vizdist.instrument.ids.tagging import FILE_UNKNOWN, LINE_BITS, decode_tags
 
     files = ["/data/a.txt", "/data/b.txt"]
     buckets = [int(b) for b in tf.strings.to_hash_bucket_fast(files, FILE_UNKNOWN).numpy()]
@@ -291,7 +291,7 @@ def test_repeat_ids_tell_epochs_apart(tf, strategies):
 
 def test_keyed_elements_are_the_pairs_tensor_for_tensor(tf):
     """keyed() nests the pair as a dict over the same dataset: every tensor as plain TF yields it."""
-    from vizdist.instrument.tagging import keyed, untag
+    from vizdist.instrument.ids.tagging import keyed, untag
 
     pairs = tf.data.Dataset.range(6).map(
         lambda x: (x + 100, {"z": tf.strings.as_string(x), "a": (x * 2, tf.cast(x, tf.float32))})).batch(4)
@@ -309,7 +309,7 @@ def test_an_interleave_in_no_fixed_order_is_rebuilt_in_no_fixed_order(tf):
     """Dataset.interleave keeps ``deterministic`` only in its op: the tagged copy's op says the same."""
     from tensorflow.core.framework import graph_pb2
 
-    from vizdist.instrument.tagging import tag_dataset
+    from vizdist.instrument.ids.tagging import tag_dataset
 
     def attr(ds):
         graph = graph_pb2.GraphDef.FromString(ds._as_serialized_graph().numpy())
@@ -323,7 +323,7 @@ def test_an_interleave_in_no_fixed_order_is_rebuilt_in_no_fixed_order(tf):
 
 def test_decode_tags_reads_one_source_or_several_alike():
     """One source present takes decode's fast path (no per-element mask); the answer is the same."""
-    from vizdist.instrument.tagging import SOURCE_SHIFT, decode_tags
+    from vizdist.instrument.ids.tagging import SOURCE_SHIFT, decode_tags
 
     info = {"sources": [{"index": 0, "kind": "range", "id_is": "value", "id_bits": 8},
                         {"index": 1, "kind": "range", "id_is": "value", "id_bits": 8}]}

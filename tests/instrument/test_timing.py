@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import vizdist
-from vizdist.instrument.timing import (
+from vizdist.instrument.observe.timing import (
     TimingRecorder,
     assign_steps,
     attach_step_elements,
@@ -281,7 +281,7 @@ def _timed_mwms_work(ctx):
 
 @pytest.mark.slow
 def test_worker_processes_record_on_their_own_clocks_and_line_up_when_merged():
-    from vizdist.instrument.cluster import LocalCluster
+    from vizdist.instrument.processes.cluster import LocalCluster
 
     with LocalCluster(workers=2, timeout=120.0, progress=False) as cluster:
         trace = cluster.run(_timed_mwms_work)

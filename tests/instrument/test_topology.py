@@ -221,7 +221,7 @@ def test_record_worker_shard_records_what_the_process_listens_on(tmp_path, free_
 
 @pytest.fixture
 def free_port_pair() -> list[int]:
-    from vizdist.instrument.supervisor import free_ports
+    from vizdist.instrument.processes.supervisor import free_ports
 
     return free_ports(2)
 
@@ -234,7 +234,7 @@ def _tpu_topology(hosts: int, cores: int):
 
 
 def test_a_tpu_shaped_trace_validates_round_trips_and_renders(tmp_path) -> None:
-    from vizdist.instrument.topology import tpu_meta
+    from vizdist.instrument.observe.topology import tpu_meta
 
     tpu = _tpu_topology(2, 4)
     meta = tpu_meta(tpu, addresses=["10.0.0.1:8470", "10.0.0.2:8470"], accelerator="v2-8 (shape only)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import vizdist
-from vizdist.instrument.whatif import INPUT_APIS
+from vizdist.instrument.experiments.whatif import INPUT_APIS
 from vizdist.render.whatif import marked_cells
 
 N = 10  # the source: range(10)
@@ -129,7 +129,7 @@ def test_cluster_knobs_rerun_a_real_cluster(tf, tmp_path):
     """FILE follows TF's documented rule (worker w reads files w, w + workers, ...); OFF gives both everything."""
     from pathlib import Path
 
-    from vizdist.instrument.sharding import write_text_files
+    from vizdist.instrument.experiments.sharding import write_text_files
 
     files = write_text_files(tmp_path, n_files=4, lines_per_file=2)
     w = vizdist.what_if_cluster(files, workers=2, shard_policy="FILE", global_batch_size=2, timeout=120)
@@ -146,7 +146,7 @@ def test_cluster_knobs_rerun_a_real_cluster(tf, tmp_path):
 _KEEP_A_WHATIF = """
 import types, vizdist
 from pathlib import Path
-from vizdist.instrument import sharding
+from vizdist.instrument.experiments import sharding
 
 def fake_compare(files, *, policies, **kw):  # says where the files are instead of starting a cluster
     print("FILES", Path(files[0]).parent, flush=True)
@@ -166,7 +166,7 @@ def test_the_files_what_if_cluster_writes_go_with_it(tmp_path):
     import sys
     from pathlib import Path
 
-    from vizdist.instrument.supervisor import vizdist_root
+    from vizdist.instrument.processes.supervisor import vizdist_root
 
     env = dict(os.environ, TMPDIR=str(tmp_path), PYTHONPATH=vizdist_root())
     done = subprocess.run([sys.executable, "-c", _KEEP_A_WHATIF], capture_output=True, text=True, env=env,

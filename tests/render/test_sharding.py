@@ -8,7 +8,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-from vizdist.instrument.sharding import ShardComparison, write_text_files
+from vizdist.instrument.experiments.sharding import ShardComparison, write_text_files
 from vizdist.render.sharding import element_grid, plot_shard_policies, shard_policies_html
 from vizdist.trace import Trace
 
@@ -51,8 +51,8 @@ def test_figure_has_one_panel_per_policy_with_status(tmp_path: Path) -> None:
 def test_docstring_examples_run() -> None:
     import doctest
 
-    import vizdist.instrument.sharding
+    import vizdist.instrument.experiments.sharding
     import vizdist.render.sharding
 
-    for mod in (vizdist.render.sharding, vizdist.instrument.sharding):
+    for mod in (vizdist.render.sharding, vizdist.instrument.experiments.sharding):
         assert doctest.testmod(mod, optionflags=doctest.ELLIPSIS).failed == 0

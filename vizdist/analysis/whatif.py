@@ -1,6 +1,6 @@
 """The model of a what-if experiment: its knobs and its run, without TensorFlow or a widget.
 
-``vizdist/instrument/whatif.py`` builds an :class:`Experiment` (a function that runs the real
+``vizdist/instrument/experiments/whatif.py`` builds an :class:`Experiment` (a function that runs the real
 pipeline for given knob values, and the :class:`Knob` s it takes); ``vizdist/render/whatif.py``
 shows one as a :class:`~vizdist.render.whatif.WhatIf` widget. Neither imports the other:
 ``vizdist/experiments.py`` joins them for ``vizdist.what_if(...)``.

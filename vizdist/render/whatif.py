@@ -10,7 +10,7 @@ elements moved or appeared, replicas that became empty, findings that appeared o
 Knobs that start processes (``slow=True``: workers, shard policy, processing mode) show their
 progress bars under the picture while they run. Build one with ``vizdist.what_if(...)``. The knobs
 (:class:`~vizdist.analysis.whatif.Knob`) and the experiment a widget shows
-(:class:`~vizdist.analysis.whatif.Experiment`, built by ``vizdist/instrument/whatif.py``) live in the
+(:class:`~vizdist.analysis.whatif.Experiment`, built by ``vizdist/instrument/experiments/whatif.py``) live in the
 analysis layer; :meth:`WhatIf.of` shows an experiment.
 
 Where no live widget can render (GitHub, nbval), its static view shows the first run: the knobs,

@@ -13,7 +13,7 @@ every delivered source element:
 * which **consumer** received it, at which position of its stream, and when;
 * its **source id** (the value for ``range``, the index for
   ``from_tensor_slices``, ``file#line`` for text files), carried by
-  :func:`vizdist.instrument.tagging.tag_dataset` and stripped from what the
+  :func:`vizdist.instrument.ids.tagging.tag_dataset` and stripped from what the
   service hands your code.
 
 By default the dispatcher, the workers and the consumers run as processes in

@@ -23,8 +23,8 @@ from typing import Any
 
 from vizdist._files import write_file
 from vizdist.errors import TracingError
-from vizdist.instrument import jobfiles
-from vizdist.instrument.supervisor import POLL_S, report
+from vizdist.instrument.processes import jobfiles
+from vizdist.instrument.processes.supervisor import POLL_S, report
 
 
 def _start_dispatcher(cfg: dict[str, Any]) -> Any:
@@ -63,9 +63,9 @@ def _kill_worker(pids: list[int]) -> Any:
 
 def handle(job: Path, key: str) -> None:
     """Serve request ``key``: read the job on the service, write the trace (or the error)."""
+    from vizdist.instrument.ids.tagging import decode_tags
     from vizdist.instrument.service.consume import Plan, open_readers, record
     from vizdist.instrument.service.pipeline import deserialize, rebuild_strategy
-    from vizdist.instrument.tagging import decode_tags
 
     req = json.loads(jobfiles.REQUEST.path(job, key).read_text(encoding="utf-8"))
     meta = req["meta"]

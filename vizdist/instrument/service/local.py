@@ -14,11 +14,9 @@ from typing import Any
 
 from vizdist._files import write_file
 from vizdist.errors import IsolationError, TracingError
-from vizdist.instrument import jobfiles
-from vizdist.instrument.cluster import EXPOSURE, IsolationWarning, start_namespace, warn_exposed
-from vizdist.instrument.service import inprocess, options, pipeline, registry
-from vizdist.instrument.service.consume import Plan
-from vizdist.instrument.supervisor import (
+from vizdist.instrument.processes import jobfiles
+from vizdist.instrument.processes.cluster import EXPOSURE, IsolationWarning, start_namespace, warn_exposed
+from vizdist.instrument.processes.supervisor import (
     Child,
     Namespace,
     Supervisor,
@@ -28,6 +26,8 @@ from vizdist.instrument.supervisor import (
     process_limit,
     temp_folder,
 )
+from vizdist.instrument.service import inprocess, options, pipeline, registry
+from vizdist.instrument.service.consume import Plan
 from vizdist.trace import Trace
 
 _LIVE = registry.LIVE  # every open LocalDataService (registry finds one by its address)
@@ -72,7 +72,7 @@ class LocalDataService:
             no namespace (its workers and consumer must reach yours). To get
             worker attribution on your own deployment, start each worker in
             its own folder holding a file ``vizdist_worker_id`` with its id
-            (or with ``python -P -m vizdist.instrument._service_worker``).
+            (or with ``python -P -m vizdist.instrument.service._service_worker``).
         start_timeout: seconds to wait for the processes to start.
         progress: show ``tqdm`` progress bars.
         isolate: (default) run the dispatcher, the workers and the consumer
@@ -201,7 +201,7 @@ class LocalDataService:
         for i, p in enumerate(worker_ports):
             home = sup.folder / f"worker-{i}"  # private, neutral: only the worker-id file lives here
             home.mkdir()
-            self._workers.append(sup.spawn(f"worker-{i}", "vizdist.instrument._service_worker", [
+            self._workers.append(sup.spawn(f"worker-{i}", "vizdist.instrument.service._service_worker", [
                 "--dispatcher", self.address, "--port", str(p), "--worker-id", str(i),
                 "--dispatcher-timeout-ms", str(int(self.start_timeout * 1000))], cwd=home))
         self._wait_ready(sup)
@@ -429,7 +429,7 @@ class LocalDataService:
 
     def _network(self) -> dict[str, Any]:
         """What each server advertises and really listens on (``vizdist.topology`` reads it)."""
-        from vizdist.instrument.topology import service_network
+        from vizdist.instrument.observe.topology import service_network
 
         mine = os.getpid() if self._local is not None else None
         pids: dict[str, int | None] = {"dispatcher:0": mine if not self.external else None}

@@ -3,7 +3,7 @@
 ``ds.apply(tf.data.experimental.service.distribute(...))`` (or
 ``register_dataset`` + ``from_dataset_id``) hands the service a dataset that
 the *workers* run; your process only reads the results. To follow every
-element, :func:`vizdist.instrument.tagging.tag_dataset` rebuilds that
+element, :func:`vizdist.instrument.ids.tagging.tag_dataset` rebuilds that
 registered dataset with a tag per element (the dataset comes from
 :mod:`.registry`), and this module registers the tagged copy with the same
 dispatcher and compression and reads it with the very arguments of your read
@@ -14,7 +14,7 @@ element arriving once per worker.
 The worker of each element is read on the worker itself when the dispatcher
 is a :class:`vizdist.LocalDataService` vizdist started with worker processes
 (each holds its id in a file in its working directory, see
-:mod:`vizdist.instrument._service_worker`); elsewhere it is unknown (-1) and
+:mod:`vizdist.instrument.service._service_worker`); elsewhere it is unknown (-1) and
 ``meta["services"]`` says why.
 
 What stays approximate, and is labelled (numbered by position, with a note):
@@ -43,8 +43,8 @@ from __future__ import annotations
 from typing import Any
 
 from vizdist.errors import TracingError
-from vizdist.instrument._service_worker import WORKER_ID_FILE
 from vizdist.instrument.service import registry
+from vizdist.instrument.service._service_worker import WORKER_ID_FILE
 
 __all__ = ["NOT_SEEN", "describe", "dynamic_note", "reread", "scalar_elements", "services_in", "stamp_worker",
            "worker_field", "worker_id_tensor"]

@@ -10,10 +10,10 @@ from typing import Any
 
 from vizdist._files import write_file
 from vizdist.errors import TracingError
-from vizdist.instrument import jobfiles
+from vizdist.instrument.processes import jobfiles
+from vizdist.instrument.processes.supervisor import POLL_S, Child, Supervisor
 from vizdist.instrument.service.consume import Plan
 from vizdist.instrument.service.pipeline import Pipeline, serialize
-from vizdist.instrument.supervisor import POLL_S, Child, Supervisor
 from vizdist.trace import Trace, load_trace
 
 #: Extra seconds the notebook waits past the consumer's own watchdog before giving up on the host.

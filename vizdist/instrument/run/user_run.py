@@ -4,7 +4,7 @@ Inside the block, every ``strategy.experimental_distribute_dataset(ds)`` and
 ``strategy.distribute_datasets_from_function(fn)`` (Keras ``fit`` / ``evaluate`` / ``predict``
 call the first themselves) distributes a *tagged* copy of the dataset with TF's own code, and hands
 back TF's own distributed dataset turned into a recording subclass
-(:mod:`vizdist.instrument.recorded_input`): it strips the tag before the user's code sees a value
+(:mod:`vizdist.instrument.run.recorded_input`): it strips the tag before the user's code sees a value
 and reports what each replica got at each step, eagerly or from inside a ``tf.function``.
 
 Each ``iter()`` of a recorded dataset starts a *pass*. A pass belongs to a phase, read from where
@@ -36,9 +36,9 @@ import tensorflow as tf
 from tensorflow.python.distribute import distribute_lib
 
 from vizdist.errors import TracingError
-from vizdist.instrument import engine, recorded_input
-from vizdist.instrument.distribution import StepReader, TaggingFn, base_meta, input_meta, tag_global
-from vizdist.instrument.observers import observers_for
+from vizdist.instrument.run import engine, recorded_input
+from vizdist.instrument.run.distribution import StepReader, TaggingFn, base_meta, input_meta, tag_global
+from vizdist.instrument.run.observers import observers_for
 from vizdist.instrument.service import registry as service_registry
 from vizdist.trace import Trace
 
@@ -82,7 +82,7 @@ def phase_now() -> str:
 class DatasetRecord:
     """One distributed dataset made inside the block: its reader and what vizdist learnt building it.
 
-    The :class:`~vizdist.instrument.recorded_input.StepSink` its recorded dataset reports to.
+    The :class:`~vizdist.instrument.run.recorded_input.StepSink` its recorded dataset reports to.
     """
 
     def __init__(self, recording: Recording, strategy: Any, info: dict[str, Any], meta: dict[str, Any], *,
@@ -369,7 +369,7 @@ def _from_vizdist() -> bool:
 
 
 def _options(options: Any) -> dict[str, Any] | None:
-    from vizdist.instrument.distribution import options_dict
+    from vizdist.instrument.run.distribution import options_dict
 
     return options_dict(options)
 

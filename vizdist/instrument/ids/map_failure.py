@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from vizdist.instrument.tagging import (
+from vizdist.instrument.ids.tagging import (
     LINE_BITS,
     SOURCE_SHIFT,
     Builder,

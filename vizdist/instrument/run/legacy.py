@@ -11,7 +11,7 @@ TF1 code fed a strategy through iterators, not distributed datasets:
   (TF2 replacement: ``strategy.run(fn, args=(next(iterator),))``).
 
 :func:`trace_tf1` makes those real calls on a ``tf.compat.v1.distribute`` strategy over vizdist's
-tagged copy of the pipeline (:mod:`vizdist.instrument.tagging`) and records what every replica got
+tagged copy of the pipeline (:mod:`vizdist.instrument.ids.tagging`) and records what every replica got
 with the same recorder as :func:`vizdist.trace_distribution`, so the two traces compare row by row.
 The tag is stripped before ``step_fn`` sees a value: ``step_fn`` gets exactly what an untraced run
 gives it. Eagerly each step is read as it comes. In graph mode
@@ -58,9 +58,12 @@ from tensorflow.python.util import deprecation
 
 from vizdist._files import write_file
 from vizdist.errors import TracingError, release_frames
-from vizdist.instrument import engine
-from vizdist.instrument.cluster import pickle_job
-from vizdist.instrument.distribution import (
+from vizdist.instrument.ids.tagging import untag
+from vizdist.instrument.processes import jobfiles
+from vizdist.instrument.processes.cluster import pickle_job
+from vizdist.instrument.processes.supervisor import Supervisor, temp_folder
+from vizdist.instrument.run import engine
+from vizdist.instrument.run.distribution import (
     DEFAULT_MAX_STEPS,
     Input,
     Loop,
@@ -75,10 +78,11 @@ from vizdist.instrument.distribution import (
     tag_global,
     wrap_tf_error,
 )
-from vizdist.instrument.record import replica_devices
-from vizdist.instrument.supervisor import Supervisor, temp_folder
-from vizdist.instrument.tagging import untag
+from vizdist.instrument.run.rows import replica_devices
 from vizdist.trace import Trace
+
+#: the graph-mode child's key in its job folder's file names (vizdist.instrument.processes.jobfiles)
+_CHILD = "graph"
 
 __all__ = ["REMOVED_TF1_METHODS", "TF1_METHODS", "run_in_graph_mode", "trace_tf1"]
 
@@ -519,7 +523,7 @@ def run_in_graph_mode(fn: Callable[..., Any], *args: Any, devices: int = 4, time
         >>> vizdist.run_in_graph_mode(graph_trace).meta["execution"]           # doctest: +SKIP
         'graph'
     """
-    from vizdist.instrument.supervisor import check_count, check_seconds
+    from vizdist.instrument.processes.supervisor import check_count, check_seconds
 
     devices = check_count("devices", devices, minimum=1, owner="run_in_graph_mode")
     timeout = check_seconds("timeout", timeout)
@@ -531,9 +535,9 @@ def run_in_graph_mode(fn: Callable[..., Any], *args: Any, devices: int = 4, time
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     env.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
     with Supervisor(job, label="graph-mode", env=env) as sup:
-        write_file(job / "job.pkl", payload)
+        write_file(job / jobfiles.JOB, payload)
         paths = [p for p in sys.path if p and os.path.isdir(p)]
-        child = sup.spawn("graph", "vizdist.instrument._graph_child", [str(job), str(devices)], cwd=os.getcwd(),
+        child = sup.spawn("graph", "vizdist.instrument.run._graph_child", [str(job), str(devices)], cwd=os.getcwd(),
                           python_path=paths)
         code = sup.wait_exit(child, timeout=timeout)
         if code is None:
@@ -545,13 +549,13 @@ def run_in_graph_mode(fn: Callable[..., Any], *args: Any, devices: int = 4, time
 def _child_result(job: Path, sup: Supervisor, child: Any) -> Any:
     from vizdist.trace import load_trace
 
-    if (job / "result.json").exists():
-        return load_trace(job / "result.json")
-    if (job / "value.json").exists():
-        return json.loads((job / "value.json").read_text(encoding="utf-8"))["value"]
+    if jobfiles.TRACE.path(job, _CHILD).exists():
+        return load_trace(jobfiles.TRACE.path(job, _CHILD))
+    if jobfiles.RESULT.path(job, _CHILD).exists():
+        return json.loads(jobfiles.RESULT.path(job, _CHILD).read_text(encoding="utf-8"))["value"]
     err: Mapping[str, Any] = {}
     with contextlib.suppress(OSError, ValueError):
-        err = json.loads((job / "error.json").read_text(encoding="utf-8"))
+        err = json.loads(jobfiles.ERROR.path(job, _CHILD).read_text(encoding="utf-8"))
     partial = Trace.from_dict(err["partial_trace"]) if "partial_trace" in err else None
     if err:
         raise TracingError(f"{err['type']} in the graph-mode child: {err['message']}\n\n{err['traceback']}",
@@ -560,7 +564,7 @@ def _child_result(job: Path, sup: Supervisor, child: Any) -> Any:
 
 
 def child_main(job: Path, devices: int) -> int:
-    """Body of the child :func:`run_in_graph_mode` starts (``vizdist.instrument._graph_child``)."""
+    """Body of the child :func:`run_in_graph_mode` starts (``vizdist.instrument.run._graph_child``)."""
     try:
         import cloudpickle
 
@@ -568,18 +572,18 @@ def child_main(job: Path, devices: int) -> int:
 
         virtual_devices(devices)
         tf.compat.v1.disable_eager_execution()
-        fn, args, kwargs = cloudpickle.loads((job / "job.pkl").read_bytes())
+        fn, args, kwargs = cloudpickle.loads((job / jobfiles.JOB).read_bytes())
         result = fn(*args, **kwargs)
         if isinstance(result, Trace):
-            result.save(job / "result.json")
+            result.save(jobfiles.TRACE.path(job, _CHILD))
         else:
-            write_file(job / "value.json", json.dumps({"value": result}))
+            write_file(jobfiles.RESULT.path(job, _CHILD), json.dumps({"value": result}))
         return 0
     except BaseException as exc:
         partial = getattr(exc, "partial_trace", None)
         doc = {"type": type(exc).__name__, "message": str(exc), "traceback": traceback.format_exc()}
         if isinstance(partial, Trace):
             doc["partial_trace"] = partial.to_dict()
-        write_file(job / "error.json", json.dumps(doc, default=str))
+        write_file(jobfiles.ERROR.path(job, _CHILD), json.dumps(doc, default=str))
         sys.stderr.write(doc["traceback"])
         return 1

@@ -2,13 +2,13 @@
 
 Usage (vizdist starts it through its supervisor; you do not need to)::
 
-    python -P -m vizdist.instrument._service_worker --dispatcher 127.0.0.1:5050 \
+    python -P -m vizdist.instrument.service._service_worker --dispatcher 127.0.0.1:5050 \
         --port 5051 --worker-id 0
 
 The process writes its worker id into the file ``vizdist_worker_id`` in its
 working directory (``LocalDataService`` gives every worker its own private
 folder), starts a real ``tf.data.experimental.service.WorkerServer``, reports
-``ready`` (:func:`vizdist.instrument.supervisor.report`) and serves until it
+``ready`` (:func:`vizdist.instrument.processes.supervisor.report`) and serves until it
 receives SIGTERM/SIGINT or its parent exits.
 
 Because each worker is its own process with its own working directory, a
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import tensorflow as tf
 
-    from vizdist.instrument.supervisor import report
+    from vizdist.instrument.processes.supervisor import report
 
     config = tf.data.experimental.service.WorkerConfig(
         dispatcher_address=args.dispatcher, worker_address=f"{args.host}:%port%", port=args.port,

@@ -2,7 +2,7 @@
 
 :func:`compare_shard_policies` runs the same file-based pipeline under
 ``AUTO``, ``FILE``, ``DATA``, ``HINT`` and ``OFF`` in a real
-:class:`~vizdist.instrument.cluster.LocalCluster` of worker processes with
+:class:`~vizdist.instrument.processes.cluster.LocalCluster` of worker processes with
 ``MultiWorkerMirroredStrategy`` and records, per policy, which worker read
 which file and element. :func:`write_text_files` writes the small files it
 uses by default (each line holds a unique integer, so what TF delivered can
@@ -32,7 +32,7 @@ import numpy as np
 from vizdist._files import write_file
 from vizdist.analysis.sharding import POLICIES, ShardComparison, content_map
 from vizdist.errors import TracingError
-from vizdist.instrument import jobfiles
+from vizdist.instrument.processes import jobfiles
 from vizdist.trace import Trace
 
 __all__ = ["POLICIES", "ShardComparison", "compare_shard_policies", "write_text_files", "write_tfrecord_files"]
@@ -158,7 +158,7 @@ def _record_policies(
     ``partial`` is left to :func:`compare_shard_policies`, which sees every
     worker's rows (a step is partial only when its global batch is short).
     """
-    from vizdist.instrument.record import Recorder, replica_devices, worker_position
+    from vizdist.instrument.run.rows import Recorder, replica_devices, worker_position
 
     strategy = ctx.multi_worker_strategy()
     worker, offset = worker_position(strategy)
@@ -191,7 +191,7 @@ def _record_policy(strategy: Any, rec: Any, offset: int, policy: str, *, files: 
     """Distribute the pipeline under ``policy`` and add every (step, replica) to ``rec``; return its ops."""
     import tensorflow as tf
 
-    from vizdist.instrument.tagging import decode_tags, tag_dataset
+    from vizdist.instrument.ids.tagging import decode_tags, tag_dataset
 
     ds = dataset_fn(list(files)) if dataset_fn is not None else tf.data.TextLineDataset(list(files))
     ds = ds.batch(global_batch_size)
@@ -293,7 +293,7 @@ def compare_shard_policies(
         timeout: wall-clock limit for each cluster run.
         collective_timeout: seconds a worker waits in a collective for a peer.
         progress: show progress bars.
-        isolate: passed to :class:`~vizdist.instrument.cluster.LocalCluster`: run the workers in a
+        isolate: passed to :class:`~vizdist.instrument.processes.cluster.LocalCluster`: run the workers in a
             private network namespace (default; :class:`vizdist.IsolationError` where the OS cannot
             make one). ``False`` runs them exposed: anyone who can reach this machine can connect to
             their servers and run code in them while they run.
@@ -386,7 +386,7 @@ def _unrunnable(pols: list[str], files: list[str], workers: int) -> dict[str, st
 def _run_group(group: list[str], cluster_kw: dict[str, Any], kwargs: dict[str, Any],
                logs: dict[str, list[str]] | None) -> Trace:
     """Run some policies in one cluster; keep TF's auto_shard log lines per policy in ``logs``."""
-    from vizdist.instrument.cluster import LocalCluster
+    from vizdist.instrument.processes.cluster import LocalCluster
 
     with LocalCluster(**cluster_kw) as cluster:
         merged = cluster.run(_record_policies, policies=group, **kwargs)
@@ -402,7 +402,7 @@ def _run_group(group: list[str], cluster_kw: dict[str, Any], kwargs: dict[str, A
 def _policy_trace(merged: Trace, policy: str, *, files: list[str], workers: int, global_batch_size: int,
                   logs: dict[str, list[str]], note: str | None) -> tuple[Trace, dict[str, str]]:
     """One policy's rows of the merged run as its own trace, and each worker's error under it."""
-    from vizdist.instrument.record import mark_partial
+    from vizdist.instrument.run.rows import mark_partial
 
     shard_meta = merged.meta.get("shards", [merged.meta])
     errs = {m.get("task", "?"): f"{m['errors'][policy]['type']}: {m['errors'][policy]['message']}"

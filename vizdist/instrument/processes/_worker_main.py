@@ -1,8 +1,8 @@
 """Entry point of one process started by :class:`vizdist.LocalCluster`.
 
-The launcher starts it through :class:`vizdist.instrument.supervisor.Supervisor`
+The launcher starts it through :class:`vizdist.instrument.processes.supervisor.Supervisor`
 (which joins the run's private network namespace, if any, and makes it exit
-when the launcher dies) as ``-m vizdist.instrument._worker_main JOB_DIR
+when the launcher dies) as ``-m vizdist.instrument.processes._worker_main JOB_DIR
 TASK_TYPE TASK_INDEX`` with ``TF_CONFIG`` already set. It
 
 * for a task that runs user code (every worker of a multi-worker cluster, or
@@ -13,12 +13,12 @@ TASK_TYPE TASK_INDEX`` with ``TF_CONFIG`` already set. It
 * for a server-only task (parameter servers and workers of a
   parameter-server cluster) starts a ``tf.distribute.Server`` and waits;
 * reports its stage (``ready``, ``running``, ``done``, ``failed``) with
-  :func:`vizdist.instrument.supervisor.report`.
+  :func:`vizdist.instrument.processes.supervisor.report`.
 
 Any error is written to ``JOB_DIR/error-<type>-<index>.json`` with its
 traceback (and the partial trace, if the error carried one) so that the
 launcher can show it in the notebook. This module imports
-:mod:`vizdist.instrument.cluster`; the launcher never imports this module.
+:mod:`vizdist.instrument.processes.cluster`; the launcher never imports this module.
 """
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ from pathlib import Path
 from typing import Any
 
 from vizdist._files import write_file
-from vizdist.instrument import jobfiles
-from vizdist.instrument.cluster import USER_TASK_MODES, WorkerContext
-from vizdist.instrument.record import task_number
+from vizdist.instrument.observe.topology import write_listen_file
+from vizdist.instrument.processes import jobfiles
+from vizdist.instrument.processes.cluster import USER_TASK_MODES, WorkerContext
+from vizdist.instrument.processes.shards import stamp, task_from_tf_config
+from vizdist.instrument.processes.supervisor import POLL_S, report
+from vizdist.instrument.run.rows import task_number
 from vizdist.instrument.service import registry
-from vizdist.instrument.shards import stamp, task_from_tf_config
-from vizdist.instrument.supervisor import POLL_S, report
-from vizdist.instrument.topology import write_listen_file
 from vizdist.trace import Trace
 
 

@@ -1,14 +1,14 @@
 """The files a launcher and its child processes exchange in a job folder: each name spelled once, here.
 
-:class:`~vizdist.instrument.cluster.LocalCluster` (the launcher) and
-``vizdist.instrument._worker_main`` (each task) talk through files in the run's job folder:
+:class:`~vizdist.instrument.processes.cluster.LocalCluster` (the launcher) and
+``vizdist.instrument.processes._worker_main`` (each task) talk through files in the run's job folder:
 
 * the launcher writes :data:`SPEC` (the cluster and its timeouts), then :data:`JOB` (the pickled callable);
 * each task writes :data:`TRACE` (its trace), :data:`RESULT` (a plain value) or :data:`ERROR` (what it raised);
 * a task asks for another task to be killed with :data:`STOP_REQUEST`; the launcher answers with :data:`STOPPED`;
 * the supervisor writes each child's output to :data:`LOG`.
 
-:func:`~vizdist.instrument.shards.record_worker_shard` writes the same :data:`TRACE` name into a shared folder.
+:func:`~vizdist.instrument.processes.shards.record_worker_shard` writes the same :data:`TRACE` name into a shared folder.
 The data-service host (``service/host.py``) and its client (``service/remote.py``) use :data:`HOST_CONFIG`
 and, per request, :data:`REQUEST` (+ :data:`REQUEST_GRAPH`, :data:`REQUEST_SPEC`), :data:`PROGRESS`,
 :data:`RESPONSE` and :data:`SERVICE_ERROR`.

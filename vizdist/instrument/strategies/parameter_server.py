@@ -1,7 +1,7 @@
 """Trace ``ParameterServerStrategy`` runs: closures, workers, elements, RemoteValues, lost tasks, variable shards.
 
 Runs in the *coordinator* (the chief of a
-:class:`~vizdist.instrument.cluster.LocalCluster` with ``ps > 0``, or the
+:class:`~vizdist.instrument.processes.cluster.LocalCluster` with ``ps > 0``, or the
 coordinator of your own cluster). :func:`trace_parameter_server` builds a
 per-worker dataset with ``ClusterCoordinator.create_per_worker_dataset``,
 schedules ``steps`` functions (TF calls each a *closure*), waits for them with
@@ -27,7 +27,7 @@ them, ``meta["attempts_recorded"]`` is false and only final results are kept.
 
 Example:
     >>> import vizdist
-    >>> from vizdist.instrument.parameter_server import record_parameter_server
+    >>> from vizdist.instrument.strategies.parameter_server import record_parameter_server
     >>> def dataset_fn(input_context):                       # runs in the coordinator
     ...     import tensorflow as tf
     ...     return tf.data.Dataset.range(16).batch(2).repeat()
@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from vizdist.errors import TracingError
-from vizdist.instrument.record import Recorder, strategy_name
+from vizdist.instrument.run.rows import Recorder, strategy_name
 from vizdist.trace import Trace
 
 __all__ = [
@@ -310,7 +310,7 @@ def _tagging_dataset_fn(dataset_fn: Callable[[Any], Any], contexts: list[dict[st
         serialize_dataset_to_graph,
     )
 
-    from vizdist.instrument.tagging import Untaggable, tag_dataset
+    from vizdist.instrument.ids.tagging import Untaggable, tag_dataset
 
     def traced_fn(input_context: Any) -> Any:
         contexts.append({"num_input_pipelines": int(input_context.num_input_pipelines),
@@ -537,7 +537,7 @@ def trace_parameter_server(
             pause_after=pause_after, on_pause=on_pause, t0=t0)
     finally:
         observer.remove()
-    from vizdist.instrument.tagging import decode_tags
+    from vizdist.instrument.ids.tagging import decode_tags
 
     decode = (lambda t: decode_tags(t, info)) if tagged else None
     rec, closures, events = _record_closures(remotes, observer, stopped, tagged=tagged, step_fn=step_fn,
@@ -665,7 +665,7 @@ def record_parameter_server(
     closures with :func:`trace_parameter_server`, each updating every variable.
 
     Args:
-        ctx: the :class:`~vizdist.instrument.cluster.WorkerContext` the cluster passes.
+        ctx: the :class:`~vizdist.instrument.processes.cluster.WorkerContext` the cluster passes.
         dataset_fn: ``input_context -> tf.data.Dataset`` (see :func:`trace_parameter_server`).
         steps: closures to schedule.
         partitioners: partitioner name -> constructor kwargs (or a partitioner

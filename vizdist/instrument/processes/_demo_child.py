@@ -1,6 +1,6 @@
 """A tiny supervised child for the supervisor's tests and docs (no TensorFlow).
 
-``python -P -m vizdist.instrument._demo_child MODE`` where MODE is ``ready``
+``python -P -m vizdist.instrument.processes._demo_child MODE`` where MODE is ``ready``
 (report ready, then sleep), ``fail`` (print and exit 1), ``tree`` (start a
 grandchild, report ready, sleep), ``interfaces`` (print the network
 interfaces and whether loopback works, as JSON), ``tempfile`` (leave a
@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 
-from vizdist.instrument.supervisor import report
+from vizdist.instrument.processes.supervisor import report
 
 
 def _interfaces() -> None:

@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from vizdist.instrument.engine import Observer
+from vizdist.instrument.run.engine import Observer
 
 __all__ = [
     "STAGES",

@@ -47,12 +47,13 @@ from typing import Any
 
 from vizdist._files import write_file
 from vizdist.errors import IsolationError, TracingError
-from vizdist.instrument import jobfiles
-from vizdist.instrument.shards import (  # noqa: F401  (moved; re-exported for old imports)
+from vizdist.instrument.observe.topology import network_meta, read_listen_files, sockets
+from vizdist.instrument.processes import jobfiles
+from vizdist.instrument.processes.shards import (  # noqa: F401  (moved; re-exported for old imports)
     TASK_TYPES,
     record_worker_shard,
 )
-from vizdist.instrument.supervisor import (
+from vizdist.instrument.processes.supervisor import (
     KEEP_FILE,
     Child,
     Namespace,
@@ -64,7 +65,6 @@ from vizdist.instrument.supervisor import (
     process_limit,
     temp_folder,
 )
-from vizdist.instrument.topology import network_meta, read_listen_files, sockets
 from vizdist.trace import Trace
 
 __all__ = ["LocalCluster", "WorkerContext", "free_ports", "record_worker_shard"]
@@ -386,7 +386,7 @@ class LocalCluster:
         for kind in ("chief", "worker", "ps"):
             for i in range(len(ports[kind])):
                 tf_config = json.dumps({"cluster": cluster, "task": {"type": kind, "index": i}})
-                run.sup.spawn(f"{kind}-{i}", "vizdist.instrument._worker_main", [str(run.job), kind, str(i)],
+                run.sup.spawn(f"{kind}-{i}", "vizdist.instrument.processes._worker_main", [str(run.job), kind, str(i)],
                               cwd=os.getcwd(), python_path=paths, env={"TF_CONFIG": tf_config})
                 run.tasks[f"{kind}-{i}"] = (kind, i)
 

@@ -1,10 +1,10 @@
 """The run engine: one recorded run, whichever front end drives it.
 
-Three front ends record runs: :func:`~vizdist.instrument.distribution.trace_distribution` (vizdist
-drives the loop), :func:`~vizdist.instrument.legacy.trace_tf1` (a TF1 ``Session`` loop) and
-:func:`~vizdist.instrument.user_run.record` (the user's own code drives it: Keras ``fit``, a loop).
+Three front ends record runs: :func:`~vizdist.instrument.run.distribution.trace_distribution` (vizdist
+drives the loop), :func:`~vizdist.instrument.run.legacy.trace_tf1` (a TF1 ``Session`` loop) and
+:func:`~vizdist.instrument.run.user_run.record` (the user's own code drives it: Keras ``fit``, a loop).
 Each opens a :class:`Run`, makes its input inside it, asks the run for a
-:class:`~vizdist.instrument.distribution.StepReader` per distributed dataset, reads steps into it,
+:class:`~vizdist.instrument.run.distribution.StepReader` per distributed dataset, reads steps into it,
 and hands the finished :class:`~vizdist.trace.Trace` to :meth:`Run.finish`.
 
 A run is one tf.data service run too: every service read made inside it shares one token
@@ -23,7 +23,7 @@ element went plugs in through one protocol, :class:`Observer`
 ``finish(trace) -> trace``           the finished trace, after the run ended well
 ===================================  ===========================================================
 
-:func:`vizdist.instrument.observers.observers_for` makes the observers a run's ``timing=`` and
+:func:`vizdist.instrument.run.observers.observers_for` makes the observers a run's ``timing=`` and
 ``placement=`` options ask for. No front end calls another or re-lists its arguments, and no observer is reached into from
 outside: a front end talks to the run, the run to its observers.
 
@@ -56,7 +56,7 @@ class Observer:
         [0]
     """
 
-    #: The timing recorder (:class:`~vizdist.instrument.timing.TimingRecorder`) of a timing observer.
+    #: The timing recorder (:class:`~vizdist.instrument.observe.timing.TimingRecorder`) of a timing observer.
     timer: Any = None
 
     def start(self, run: Run) -> None:

@@ -1,6 +1,6 @@
 """NaN and Inf in what each replica received or returned (read from the real tensors).
 
-Used by :class:`vizdist.instrument.placement.PlacementRecorder` on every step
+Used by :class:`vizdist.instrument.observe.placement.PlacementRecorder` on every step
 of a traced run: which rows of each per-replica batch hold a NaN or an Inf
 (joined later with the trace's provenance to name the source elements), and
 which replicas' step results do.

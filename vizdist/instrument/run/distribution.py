@@ -5,7 +5,7 @@ Two entry points:
 * :func:`trace_distribution` runs a strategy over a dataset (or a
   ``dataset_fn``) the way a training loop does and returns a
   :class:`~vizdist.trace.Trace`. Source elements are tagged (see
-  :mod:`vizdist.instrument.tagging`) and the tag is stripped before values
+  :mod:`vizdist.instrument.ids.tagging`) and the tag is stripped before values
   reach ``step_fn``, so the step sees exactly what an untraced run sees.
 * :func:`watch` wraps a distributed dataset you already iterate in your own
   loop; it records what each replica got (by content, since the dataset was
@@ -16,7 +16,7 @@ arguments (``_check_*``), building the distributed dataset
 (:func:`_distribute_dataset`, :func:`_distribute_function`), the loop
 (:class:`Loop`, run in a thread the caller waits on with bounded joins, so
 ``timeout=`` and Ctrl-C always land), reading one step into the one row
-builder (:class:`StepReader` -> :class:`~vizdist.instrument.record.Recorder`)
+builder (:class:`StepReader` -> :class:`~vizdist.instrument.run.rows.Recorder`)
 and the metadata (:func:`base_meta`, :func:`finish_meta`).
 """
 
@@ -38,12 +38,7 @@ import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
 from vizdist.errors import TracingError, release_frames
-from vizdist.instrument import engine
-from vizdist.instrument.observers import observers_for
-from vizdist.instrument.record import Recorder, num_workers, replica_devices, strategy_name, worker_position
-from vizdist.instrument.service import own as service_own
-from vizdist.instrument.service import registry as service_registry
-from vizdist.instrument.tagging import (
+from vizdist.instrument.ids.tagging import (
     Untaggable,
     cardinality,
     decode_tags,
@@ -53,6 +48,11 @@ from vizdist.instrument.tagging import (
     untag,
     values_are_ids,
 )
+from vizdist.instrument.run import engine
+from vizdist.instrument.run.observers import observers_for
+from vizdist.instrument.run.rows import Recorder, num_workers, replica_devices, strategy_name, worker_position
+from vizdist.instrument.service import own as service_own
+from vizdist.instrument.service import registry as service_registry
 from vizdist.trace import Trace
 
 __all__ = ["DEFAULT_MAX_STEPS", "ITERATIONS", "Input", "Loop", "StepReader", "TaggingFn", "Watch", "base_meta",
@@ -165,7 +165,7 @@ class Input:
 
 def wrap_tf_error(exc: BaseException, strategy: tf.distribute.Strategy, what: str) -> TracingError:
     """A TF error while building or reading the distributed dataset, with TF's whole message."""
-    from vizdist.instrument.placement import explain_placement_error
+    from vizdist.instrument.observe.placement import explain_placement_error
 
     msg = str(exc).strip() or type(exc).__name__
     hint = explain_placement_error(exc, strategy_name(strategy))
@@ -357,7 +357,7 @@ def _rows_array(value: Any) -> np.ndarray:
 class StepReader:
     """Reads what each local replica got at one step into a :class:`Recorder`.
 
-    ``tagged``: each element is vizdist's tag and the value (:func:`~vizdist.instrument.tagging.keyed`);
+    ``tagged``: each element is vizdist's tag and the value (:func:`~vizdist.instrument.ids.tagging.keyed`);
     otherwise ids come from the content (the values themselves for integer
     elements, else fingerprints numbered in order of first delivery).
     """
@@ -796,7 +796,7 @@ def trace_distribution(
             the distributed iterator, ``consume`` = ``strategy.run`` and each
             replica's ``step_fn``) and, through the TF profiler, the tf.data
             spans and prefetch buffer depth (see
-            :mod:`vizdist.instrument.timing`). Spans go to ``trace.events``.
+            :mod:`vizdist.instrument.observe.timing`). Spans go to ``trace.events``.
             The profiler covers the first 16 steps (at most 2048 elements);
             pass a number instead of ``True`` to profile that many steps
             (``0``: host spans only).
@@ -807,7 +807,7 @@ def trace_distribution(
         placement: also record where every op ran (input pipeline, copies to
             the devices, variables, the step, reductions) and NaN/Inf in what
             each replica got, with TF's debugger; stored in
-            ``meta["placement"]`` (see :mod:`vizdist.instrument.placement`).
+            ``meta["placement"]`` (see :mod:`vizdist.instrument.observe.placement`).
             ``True`` means ``"CURT_HEALTH"``; ``"NO_TENSOR"`` is cheaper.
 
     Returns:
@@ -832,7 +832,7 @@ def trace_distribution(
         []
     """
     if isinstance(dataset, tf.distribute.DistributedValues):  # e.g. experimental_distribute_values_from_function
-        from vizdist.instrument.values import trace_values
+        from vizdist.instrument.strategies.values import trace_values
 
         return trace_values(_check_strategy(strategy), dataset)
     strategy = _check_call(strategy, dataset, dataset_fn, options, step_fn, iteration, timing, timeout)

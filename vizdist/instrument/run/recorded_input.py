@@ -1,7 +1,7 @@
 """TF's own distributed dataset and iterator, taught to strip vizdist's tag and report each step.
 
 :func:`vizdist.record` distributes a *tagged* copy of the user's dataset (each element
-``{"tag": ..., "value": ...}``, :func:`~vizdist.instrument.tagging.keyed`) with TF's own
+``{"tag": ..., "value": ...}``, :func:`~vizdist.instrument.ids.tagging.keyed`) with TF's own
 ``experimental_distribute_dataset`` / ``distribute_datasets_from_function``, then turns the
 ``DistributedDataset`` TF returned into an instance of a subclass made here
 (:func:`recorded`). Nothing about how TF reads, shards, rebatches or prefetches changes: the
@@ -19,7 +19,7 @@ subclass only overrides what the user's code sees:
 Each recorded dataset gets its own subclasses (:func:`classes`), so specs of two recordings never
 compare equal, and a ``tf.function`` traced for one is never reused for another.
 
-``vizdist/instrument/user_run.py`` holds the sink (the recording).
+``vizdist/instrument/run/user_run.py`` holds the sink (the recording).
 """
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ from tensorflow.python.distribute import input_lib
 from tensorflow.python.framework import ops
 from tensorflow.python.ops import gen_dataset_ops
 
-from vizdist.instrument.tagging import untag
+from vizdist.instrument.ids.tagging import untag
 
 __all__ = ["StepSink", "classes", "recorded"]
 
 
 class StepSink(Protocol):
-    """Where a recorded dataset reports (see :class:`vizdist.instrument.user_run.DatasetRecord`)."""
+    """Where a recorded dataset reports (see :class:`vizdist.instrument.run.user_run.DatasetRecord`)."""
 
     key: int
     tagged: bool

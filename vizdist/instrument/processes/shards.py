@@ -43,9 +43,9 @@ from pathlib import Path
 from typing import Any
 
 from vizdist.analysis.topology import resolver_spec
-from vizdist.instrument import jobfiles
-from vizdist.instrument.record import task_number
-from vizdist.instrument.topology import network_meta, sockets
+from vizdist.instrument.observe.topology import network_meta, sockets
+from vizdist.instrument.processes import jobfiles
+from vizdist.instrument.run.rows import task_number
 from vizdist.trace import Trace
 
 __all__ = ["TASK_TYPES", "record_worker_shard", "task_from_resolver"]
@@ -118,7 +118,7 @@ def record_worker_shard(
     read from ``resolver`` (any TensorFlow ``ClusterResolver``: Slurm's sets
     no ``TF_CONFIG``) if given, else from ``TF_CONFIG`` (as set by Kubernetes
     or your launcher), unless ``task_type``/``task_index`` say otherwise. The ``worker`` column is set to the task's number in the
-    cluster (:func:`vizdist.instrument.record.task_number`: the chief is 0,
+    cluster (:func:`vizdist.instrument.run.rows.task_number`: the chief is 0,
     ``worker:i`` comes after the chief tasks, as TensorFlow numbers them) and the
     shard is written to ``<directory>/worker-<type>-<index>.json``. Merge all
     shards anywhere with ``vizdist.load_trace(directory)``.

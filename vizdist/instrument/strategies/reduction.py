@@ -36,15 +36,15 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from vizdist.instrument.collectives import collective_ops, communication
-from vizdist.instrument.placement import (
+from vizdist.instrument.observe.collectives import collective_ops, communication
+from vizdist.instrument.observe.placement import (
     PlacementRecorder,
     fresh_function_caches,
     quiet_tf_logger,
     short_device,
 )
-from vizdist.instrument.record import num_workers, worker_position
-from vizdist.instrument.values import json_value, reduction_meta, trace_values, value_rows
+from vizdist.instrument.run.rows import num_workers, worker_position
+from vizdist.instrument.strategies.values import json_value, reduction_meta, trace_values, value_rows
 from vizdist.trace import Trace
 
 __all__ = ["HOW", "expected_reduction", "trace_loss_scaling", "trace_reduction", "trace_values", "value_rows"]
@@ -312,7 +312,7 @@ def trace_loss_scaling(
         >>> [row["expected"] for row in t.meta["loss_scaling"]]  # doctest: +SKIP
         [1.5, 5.5, 8.5]
     """
-    from vizdist.instrument.distribution import trace_distribution
+    from vizdist.instrument.run.distribution import trace_distribution
 
     loss = per_example_loss or _loss_fn_default
     gbs = global_batch_size

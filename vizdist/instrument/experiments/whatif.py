@@ -5,7 +5,7 @@
 :class:`~vizdist.render.whatif.WhatIf` widget) whose knobs (global batch size, replicas,
 ``drop_remainder``, the input API and ``InputReplicationMode``, and with a ``map_fn`` also
 ``num_parallel_calls`` and ``prefetch``) re-run the real pipeline through
-:func:`~vizdist.instrument.distribution.trace_distribution` each time one moves. The widget
+:func:`~vizdist.instrument.run.distribution.trace_distribution` each time one moves. The widget
 (in ``vizdist/render``) never imports TensorFlow: it calls the runner built here; and this module never
 imports the widget (``vizdist/experiments.py`` joins the two).
 
@@ -38,7 +38,7 @@ from typing import Any
 import tensorflow as tf
 
 from vizdist.analysis.whatif import Experiment, Knob
-from vizdist.instrument.distribution import trace_distribution
+from vizdist.instrument.run.distribution import trace_distribution
 from vizdist.trace import Trace
 
 __all__ = ["INPUT_APIS", "DistributionRunner", "what_if", "what_if_cluster", "what_if_service"]
@@ -209,10 +209,10 @@ def what_if_cluster(
 ) -> Experiment:
     """Cluster knobs: workers, auto-shard policy and global batch on a real multi-worker cluster.
 
-    Every move starts a :class:`~vizdist.instrument.cluster.LocalCluster` of ``workers`` processes
+    Every move starts a :class:`~vizdist.instrument.processes.cluster.LocalCluster` of ``workers`` processes
     (``MultiWorkerMirroredStrategy``, one replica per worker on CPU) and reads ``files`` through
     ``TextLineDataset(files).batch(global_batch)`` under the policy, through
-    :func:`~vizdist.instrument.sharding.compare_shard_policies`; its progress bars show while it runs
+    :func:`~vizdist.instrument.experiments.sharding.compare_shard_policies`; its progress bars show while it runs
     (about 10–20 s on 2 cores). The picture is the split: replica ``r`` is worker ``r``. Returns an
     :class:`~vizdist.analysis.whatif.Experiment` (``vizdist.what_if_cluster``: a WhatIf widget).
 
@@ -233,8 +233,8 @@ def what_if_cluster(
     """
     from vizdist.analysis.sharding import POLICIES
     from vizdist.errors import TracingError
-    from vizdist.instrument.cluster import probe_namespace
-    from vizdist.instrument.sharding import compare_shard_policies, write_text_files
+    from vizdist.instrument.experiments.sharding import compare_shard_policies, write_text_files
+    from vizdist.instrument.processes.cluster import probe_namespace
 
     if isolate:  # refuse now rather than at the first move of a knob
         probe_namespace("what_if_cluster", opt_out="what_if_cluster(..., isolate=False)")
@@ -293,7 +293,7 @@ def what_if_service(
         >>> w = vizdist.what_if_service(tf.data.Dataset.range(8))        # doctest: +SKIP
         >>> w.controls["sharding_policy"].value = "DATA"                  # doctest: +SKIP
     """
-    from vizdist.instrument.cluster import probe_namespace
+    from vizdist.instrument.processes.cluster import probe_namespace
     from vizdist.instrument.service import LocalDataService
 
     if isolate:  # refuse now rather than at the first move of a knob

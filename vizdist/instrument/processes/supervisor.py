@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from vizdist._files import write_file
-from vizdist.instrument import jobfiles
+from vizdist.instrument.processes import jobfiles
 
 __all__ = [
     "Child",
@@ -133,7 +133,7 @@ def vizdist_root() -> str:
         >>> (Path(vizdist_root()) / "vizdist" / "__init__.py").exists()
         True
     """
-    return str(Path(__file__).resolve().parents[2])
+    return str(Path(__file__).resolve().parents[3])
 
 
 def process_limit() -> int:

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vizdist.instrument.engine import Observer
+from vizdist.instrument.run.engine import Observer
 
 __all__ = ["MODES", "STAGES", "OpRun", "PlacementObserver", "PlacementRecorder", "explain_placement_error",
            "fresh_function_caches", "quiet_tf_logger", "short_device", "stage_of"]
@@ -235,7 +235,7 @@ class PlacementRecorder:
         return _InstrumentedIterable(dist, self._callback, self)
 
     def _check_step(self, step: int, strategy: Any, values: Any, results: list[Any] | None, offset: int) -> None:
-        from vizdist.instrument.numerics import nonfinite_results, nonfinite_rows
+        from vizdist.instrument.observe.numerics import nonfinite_results, nonfinite_rows
 
         if strategy is None:
             return
@@ -247,7 +247,7 @@ class PlacementRecorder:
 
     def _failed_step(self) -> dict[str, Any] | None:
         """The step that raised: its number and, when its batch had arrived, each replica's source ids."""
-        from vizdist.instrument.numerics import failed_step_inputs
+        from vizdist.instrument.observe.numerics import failed_step_inputs
 
         step = len(self.step_marks)
         out: dict[str, Any] = {"step": step, "arrived": False, "replicas": []}
@@ -265,7 +265,7 @@ class PlacementRecorder:
         """The element a function of the input pipeline raised on, when the run failed there (see ``map_failure``)."""
         import tensorflow as tf
 
-        from vizdist.instrument.map_failure import find_map_failure, node_of
+        from vizdist.instrument.ids.map_failure import find_map_failure, node_of
 
         cause = exc.__cause__ if exc.__cause__ is not None else exc
         if self.inputs is None or not isinstance(cause, tf.errors.InvalidArgumentError):

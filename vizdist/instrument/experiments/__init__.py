@@ -1,0 +1,1 @@
+"""Teaching experiments on real TensorFlow: what-if knobs, the auto-shard policy comparison."""

@@ -1,0 +1,1 @@
+"""Strategy-specific instruments: parameter servers, reductions and loss scaling, distributed values."""
