@@ -78,10 +78,16 @@ def overlap_summary(trace: Trace) -> dict[str, Any]:
       producer spends a large, load-dependent share of its time there.
     * ``bound``: ``"input"`` when steps wait longer for data than half their
       own time, else ``"step"``;
-    * ``buffer_fill``: median fill (buffered / limit) of the prefetch buffer
-      nearest the consumer, as the profiler sampled it at each ``next()``
-      (NaN without profiler spans): near 1 for a slow consumer, near 0 for a
-      slow producer.
+    * ``buffer_fill``: the median of ``buffered / buffer_limit`` over every
+      profiler span on the lane ``"... tf.data (caller)"`` (the first thread
+      that called into tf.data; other caller threads are left out) that
+      carries both stats (``buffered >= 0``, ``buffer_limit > 0``): one value
+      per such span, not one per step, pooled over every buffer that lane
+      shows (for a ``tf.distribute`` run, the per-replica ``Root::Prefetch``:
+      one span per replica per step, plus a few tied to no step, all counted;
+      for a plain loop, the outermost ``prefetch``). NaN when there is none
+      (no prefetch on that thread, or no profiler spans). Higher means the consumer found more batches
+      waiting; how high for a given run depends on the machine's load.
 
     Example:
         >>> import vizdist
