@@ -56,6 +56,11 @@ _LAZY = {
     # analysis (no TensorFlow, no renderer)
     "ShardComparison": "vizdist.analysis.sharding",
     "overlap_summary": "vizdist.analysis.timeline",
+    "most_at_once": "vizdist.analysis.timeline",
+    "tf_data_iterators": "vizdist.analysis.timeline",
+    "map_threads": "vizdist.analysis.timeline",
+    "prefetch_buffers": "vizdist.analysis.timeline",
+    "empty_buffer_steps": "vizdist.analysis.timeline",
     "diff": "vizdist.analysis.diff",
     "TraceDiff": "vizdist.analysis.diff",
     # views and export

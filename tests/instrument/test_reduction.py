@@ -98,7 +98,7 @@ def test_hierarchical_copy_adds_the_second_half_on_its_own_device_only_eagerly(t
     """Plain TF (cross_device_utils.aggregate_gradients_using_hierarchical_copy): an all-reduce of values that
     strategy.run made on each replica's device adds each half of the replicas on its head (CPU:0, CPU:2)
     and then the two sums (CPU:0) when run eagerly; inside a tf.function the values carry no device while
-    TF builds that tree, so its AddNs ask for none (the placer then puts them on CPU:0, as notebook 06 shows).
+    TF builds that tree, so its AddNs ask for none (the placer then puts them on CPU:0, as notebook 06b shows).
     """
     from tensorflow.python.ops import math_ops
 

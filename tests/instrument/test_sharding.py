@@ -16,7 +16,12 @@ from typing import Any
 import pytest
 
 from vizdist.diagnose import diagnose
-from vizdist.instrument.experiments.sharding import ShardComparison, compare_shard_policies, write_text_files
+from vizdist.instrument.experiments.sharding import (
+    ShardComparison,
+    _unrunnable,
+    compare_shard_policies,
+    write_text_files,
+)
 from vizdist.trace import Trace
 
 pytestmark = pytest.mark.slow
@@ -211,6 +216,45 @@ def test_file_with_fewer_files_than_workers_is_explained_not_run(tmp_path: Path,
     cmp = compare_shard_policies(one, policies=["FILE"], **RUN)
     assert "FILE" not in cmp.traces and "1 file(s) for 2 workers" in cmp.notes["FILE"]
     assert cmp.summary()["status"].str.startswith("not run").all()
+
+
+def _plain_tf_one_policy(ctx, files: list[str], policy: str) -> str:
+    """Plain TF reading ``files`` under one policy on this worker, no vizdist recording: "ok" or its error."""
+    import tensorflow as tf
+
+    strategy = ctx.multi_worker_strategy()
+    opts = tf.data.Options()
+    opts.experimental_distribute.auto_shard_policy = getattr(tf.data.experimental.AutoShardPolicy, policy)
+    try:
+        for _ in strategy.experimental_distribute_dataset(tf.data.TextLineDataset(files).batch(4).with_options(opts)):
+            pass
+    except Exception as exc:  # the error TF raises is part of what TF does
+        return f"{type(exc).__name__}: {exc}"
+    return "ok"
+
+
+def test_auto_with_fewer_files_than_workers_fails_in_plain_tf_like_file_so_it_is_explained_not_run(
+        tmp_path: Path, monkeypatch) -> None:
+    """AUTO shards a pipeline with a reader by FILE and falls back to DATA only on NotFound (auto_shard.cc,
+    ApplyAutoShard); too few files is an InvalidArgument from the shard op, so plain TF fails as under FILE."""
+    import vizdist.instrument.processes.cluster as cluster
+
+    one = write_text_files(tmp_path, n_files=1, lines_per_file=8)
+    with cluster.LocalCluster(workers=2, timeout=120.0, collective_timeout=8.0, progress=False) as c:
+        plain = c.run(_plain_tf_one_policy, one, "AUTO").meta["results"]
+    assert "Could not apply FILE based sharding" in plain["worker-0"], plain
+    assert plain["worker-1"] != "ok", plain  # it sees its data end and fails in the collective
+
+    def no_cluster(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a cluster was started for a policy checked up front")
+
+    monkeypatch.setattr(cluster, "LocalCluster", no_cluster)
+    cmp = compare_shard_policies(one, policies=["AUTO", "FILE"], **RUN)
+    assert not cmp.traces and set(cmp.notes) == {"AUTO", "FILE"}
+    assert "falls back to DATA only when FILE sharding finds no file reader" in cmp.notes["AUTO"]
+    assert all("Use at least as many files as workers, or DATA sharding." in n for n in cmp.notes.values())
+    # a dataset_fn of your own may hold no reader, and then AUTO shards by DATA and works: it is run
+    assert "AUTO" not in _unrunnable(["AUTO", "FILE"], one, 2, reads_files=False)
 
 
 def test_file_with_one_file_run_anyway_fails_bounded_with_real_errors(tmp_path: Path) -> None:

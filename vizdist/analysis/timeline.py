@@ -22,7 +22,8 @@ import numpy as np
 if TYPE_CHECKING:
     from vizdist.trace import Trace
 
-__all__ = ["PRODUCER_STAGES", "overlap_summary"]
+__all__ = ["PRODUCER_STAGES", "empty_buffer_steps", "map_threads", "most_at_once", "overlap_summary",
+           "prefetch_buffers", "tf_data_iterators"]
 
 
 def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -78,10 +79,16 @@ def overlap_summary(trace: Trace) -> dict[str, Any]:
       producer spends a large, load-dependent share of its time there.
     * ``bound``: ``"input"`` when steps wait longer for data than half their
       own time, else ``"step"``;
-    * ``buffer_fill``: median fill (buffered / limit) of the prefetch buffer
-      nearest the consumer, as the profiler sampled it at each ``next()``
-      (NaN without profiler spans): near 1 for a slow consumer, near 0 for a
-      slow producer.
+    * ``buffer_fill``: the median of ``buffered / buffer_limit`` over every
+      profiler span on the lane ``"... tf.data (caller)"`` (the first thread
+      that called into tf.data; other caller threads are left out) that
+      carries both stats (``buffered >= 0``, ``buffer_limit > 0``): one value
+      per such span, not one per step, pooled over every buffer that lane
+      shows (for a ``tf.distribute`` run, the per-replica ``Root::Prefetch``:
+      one span per replica per step, plus a few tied to no step, all counted;
+      for a plain loop, the outermost ``prefetch``). NaN when there is none
+      (no prefetch on that thread, or no profiler spans). Higher means the consumer found more batches
+      waiting; how high for a given run depends on the machine's load.
 
     Example:
         >>> import vizdist
@@ -127,3 +134,119 @@ def overlap_summary(trace: Trace) -> dict[str, Any]:
         "bound": "input" if wait > 0.5 * step else "step",
         "buffer_fill": fill,
     }
+
+
+# --- small questions notebook 05 asks of a trace's events (the pandas behind its cells) ---
+
+def _spans(spans: Any, lane: str | None) -> tuple[list[int], list[int]]:
+    """(starts, ends) of a Trace's events, an events-like table or (start, end) pairs; ``lane``: a filter."""
+    if hasattr(spans, "events"):
+        spans = spans.events
+    if hasattr(spans, "columns"):
+        if lane is not None:
+            spans = spans[spans["lane"].astype(str).str.contains(lane, regex=False)]
+        return [int(t) for t in spans["t_start_ns"]], [int(t) for t in spans["t_end_ns"]]
+    pairs = list(spans)
+    return [int(s) for s, _ in pairs], [int(e) for _, e in pairs]
+
+
+def most_at_once(spans: Any, *, lane: str | None = None) -> int:
+    """The most spans that were running at the same moment.
+
+    ``spans``: a :class:`~vizdist.trace.Trace` (its ``events``), a table with ``t_start_ns`` and
+    ``t_end_ns`` columns, or ``(start, end)`` pairs. ``lane`` keeps only events whose lane contains
+    that text (``"replica"``: the replicas' step functions). A span that ends when another starts
+    does not overlap it.
+
+    Example:
+        >>> most_at_once([(0, 10), (5, 15), (10, 20)])
+        2
+    """
+    starts, ends = _spans(spans, lane)
+    edges = sorted([(t, 1) for t in starts] + [(t, -1) for t in ends], key=lambda e: (e[0], e[1]))
+    running = most = 0
+    for _, step in edges:
+        running += step
+        most = max(most, running)
+    return most
+
+
+def tf_data_iterators(trace: Trace) -> list[str]:
+    """The tf.data iterators the profiler saw, by path (``Root`` is the one your loop calls).
+
+    Example:
+        >>> import vizdist
+        >>> t = vizdist.Trace.from_records(events=[dict(
+        ...     lane="w0 t", stage="map", step=0, t_start_ns=0, t_end_ns=1, op="Iterator::Root::Map")])
+        >>> tf_data_iterators(t)
+        ['Root::Map']
+    """
+    ev = trace.events
+    ops = ev["op"].dropna().astype(str) if "op" in ev.columns else []
+    return sorted({op.removeprefix("Iterator::") for op in ops if op.startswith("Iterator::")})
+
+
+def map_threads(trace: Trace) -> list[str]:
+    """Where the ``map`` spans ran: ``"the caller's thread"`` (the one that called ``next()``) and/or
+    ``"tf.data threads"``.
+
+    Example:
+        >>> import vizdist
+        >>> t = vizdist.Trace.from_records(events=[
+        ...     dict(lane="w0 tf.data (caller)", stage="map", step=0, t_start_ns=0, t_end_ns=1)])
+        >>> map_threads(t)
+        ["the caller's thread"]
+    """
+    lanes = trace.events.loc[trace.events["stage"] == "map", "lane"].astype(str)
+    return sorted({"the caller's thread" if lane.endswith("(caller)") else "tf.data threads" for lane in lanes})
+
+
+def _buffer_spans(trace: Trace) -> Any:
+    ev = trace.events
+    if "buffered" not in ev.columns or "buffer_limit" not in ev.columns:
+        return ev.iloc[0:0].assign(buffered=[], buffer_limit=[])
+    return ev[(ev["buffered"] >= 0) & (ev["buffer_limit"] > 0)]
+
+
+def prefetch_buffers(trace: Trace) -> Any:
+    """Each prefetch buffer the profiler saw: its iterator path, where its spans ran, its limit and fill.
+
+    One row per (``buffer``, ``lane``): ``buffer`` is the iterator path (``Root::Prefetch``, ...), ``lane``
+    ``"caller lane"`` (the thread that called ``next()``) or ``"tf.data thread"``; ``limit`` and
+    ``max_buffered`` are the largest ``buffer_limit`` and ``buffered`` the profiler reported there.
+
+    Example:
+        >>> import vizdist
+        >>> t = vizdist.Trace.from_records(events=[dict(
+        ...     lane="w0 tf.data (caller)", stage="prefetch", step=0, t_start_ns=0, t_end_ns=1,
+        ...     op="Iterator::Root::Prefetch", buffered=1, buffer_limit=2)])
+        >>> prefetch_buffers(t)["limit"].tolist()
+        [2]
+    """
+    b = _buffer_spans(trace)
+    where = b["lane"].astype(str).str.endswith("(caller)").map({True: "caller lane", False: "tf.data thread"})
+    return (b.assign(buffer=b["op"].astype(str).str.replace("Iterator::Root", "Root", regex=False), lane=where)
+             .groupby(["buffer", "lane"])
+             .agg(limit=("buffer_limit", "max"), max_buffered=("buffered", "max")))
+
+
+def empty_buffer_steps(trace: Trace) -> dict[str, int]:
+    """At how many steps a replica found the buffer on the caller lane empty when it asked for data.
+
+    The buffer the caller's thread reads from (in a ``tf.distribute`` run, the per-replica buffer);
+    for each step, the fewest elements the profiler reported in it across that step's spans there.
+    Returns ``{"limit": its limit, "steps": steps seen, "empty": steps where that was 0}``.
+
+    Example:
+        >>> import vizdist
+        >>> t = vizdist.Trace.from_records(events=[dict(
+        ...     lane="w0 tf.data (caller)", stage="prefetch", step=s, t_start_ns=s, t_end_ns=s + 1,
+        ...     op="Iterator::Root::Prefetch", buffered=s % 2, buffer_limit=1) for s in range(4)])
+        >>> empty_buffer_steps(t)
+        {'limit': 1, 'steps': 4, 'empty': 2}
+    """
+    b = _buffer_spans(trace)
+    front = b[b["lane"].astype(str).str.endswith("(caller)")]
+    asks = front[front["step"] >= 0].groupby("step")["buffered"].min()
+    limit = int(front["buffer_limit"].max()) if len(front) else 0
+    return {"limit": limit, "steps": len(asks), "empty": int((asks == 0).sum())}

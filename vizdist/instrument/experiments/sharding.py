@@ -270,11 +270,17 @@ def compare_shard_policies(
     on CPU). Each worker records which elements its replicas received; the
     per-policy traces are merged across workers.
 
-    FILE with fewer files than workers cannot work (a worker without a file
-    fails and its peers then wait in a collective). vizdist checks that up
-    front and does not run it, explaining why in ``notes["FILE"]``; with
-    ``run_unshardable=True`` it runs it anyway in a separate cluster, bounded
-    by ``collective_timeout``, and shows each worker's real error.
+    FILE with fewer files than workers cannot work: TF's shard raises on the
+    workers that have a file, and the workers without one see their data end
+    and wait for them in a collective. AUTO shards a pipeline that reads files
+    by FILE and falls back to DATA only when FILE sharding finds no reader
+    (``auto_shard.cc``), so with the default ``dataset_fn``
+    (``TextLineDataset``) it fails the same way. vizdist checks both up front
+    and does not run them, explaining why in ``notes["FILE"]`` and
+    ``notes["AUTO"]`` (AUTO with your own ``dataset_fn`` runs: it may find no
+    reader and shard by DATA); with ``run_unshardable=True`` it runs each
+    anyway in a cluster of its own, bounded by ``collective_timeout``, and
+    shows each worker's real error.
 
     Args:
         files: input files; default: 4 files of 4 lines from :func:`write_text_files`.
@@ -287,7 +293,7 @@ def compare_shard_policies(
             every element). With ``tag=False`` the raw pipeline runs and
             elements are identified by their content (lines must be unique).
         max_steps: stop after this many steps per policy.
-        run_unshardable: run FILE even with fewer files than workers.
+        run_unshardable: run FILE (and AUTO) even with fewer files than workers.
         capture_tf_log: keep TensorFlow's ``auto_shard`` log lines (they say
             when AUTO fell back to DATA) in ``ShardComparison.logs``.
         timeout: wall-clock limit for each cluster run.
@@ -327,9 +333,10 @@ def _compare(files: Sequence[str | os.PathLike[str]], *, workers: int, global_ba
              progress: bool, isolate: bool) -> ShardComparison:
     """:func:`compare_shard_policies` on given files."""
     pols, files = _check_policy_args(files, policies, global_batch_size)
-    notes = _unrunnable(pols, files, workers)
+    notes = _unrunnable(pols, files, workers, reads_files=dataset_fn is None)
     main = [p for p in pols if p not in notes]
-    deferred = ["FILE"] if "FILE" in notes and run_unshardable else []
+    # each policy that fails runs in a cluster of its own: a failed collective leaves a cluster unusable
+    deferred = [[p] for p in pols if p in notes] if run_unshardable else []
     env = {"TF_CPP_VMODULE": "auto_shard=2", "TF_CPP_MIN_LOG_LEVEL": "0"} if capture_tf_log else {}
     kwargs = dict(files=files, global_batch_size=global_batch_size, dataset_fn=dataset_fn, tag=tag,
                   max_steps=max_steps, content=content_map(files))
@@ -338,7 +345,7 @@ def _compare(files: Sequence[str | os.PathLike[str]], *, workers: int, global_ba
     traces: dict[str, Trace] = {}
     errors: dict[str, dict[str, str]] = {}
     logs: dict[str, list[str]] = {}
-    for group in (main, deferred):
+    for group in (main, *deferred):
         if not group:
             continue
         merged = _run_group(group, cluster_kw, kwargs, logs if capture_tf_log else None)
@@ -371,16 +378,25 @@ def _check_policy_args(files: Sequence[str | os.PathLike[str]], policies: Sequen
     return pols, paths
 
 
-def _unrunnable(pols: list[str], files: list[str], workers: int) -> dict[str, str]:
-    """Policies that cannot work with these files, and why (FILE with fewer files than workers)."""
-    if "FILE" not in pols or len(files) >= workers:
+def _unrunnable(pols: list[str], files: list[str], workers: int, *, reads_files: bool = True) -> dict[str, str]:
+    """Policies that cannot work with these files, and why: FILE with fewer files than workers, and AUTO
+    too when the pipeline reads the files (``reads_files``: the default ``TextLineDataset``)."""
+    if len(files) >= workers:
         return {}
-    return {"FILE": (
-        f"FILE sharding gives each worker whole files, but there are {len(files)} file(s) for {workers} "
-        f"workers: worker(s) {list(range(len(files), workers))} would get no file. TensorFlow's shard then "
-        "raises on the workers that do have a file (it finds too few files for all workers), while the "
-        "ones without see their data end and wait for them in a collective. Use at least as many files "
-        "as workers, or DATA/AUTO sharding.")}
+    starved = (
+        f"there are {len(files)} file(s) for {workers} workers: worker(s) {list(range(len(files), workers))} "
+        "would get no file. TensorFlow's shard then raises on the workers that do have a file (it finds too "
+        "few files for all workers), while the ones without see their data end and wait for them in a "
+        "collective. Use at least as many files as workers, or DATA sharding.")
+    notes = {}
+    if "AUTO" in pols and reads_files:
+        notes["AUTO"] = (
+            "AUTO shards a pipeline that reads files by FILE, and falls back to DATA only when FILE sharding "
+            "finds no file reader (TensorFlow's auto_shard.cc); this pipeline reads the files, so AUTO gives "
+            "each worker whole files, and " + starved)
+    if "FILE" in pols:
+        notes["FILE"] = "FILE sharding gives each worker whole files, but " + starved
+    return notes
 
 
 def _run_group(group: list[str], cluster_kw: dict[str, Any], kwargs: dict[str, Any],
