@@ -214,7 +214,7 @@ def test_health_modes_say_they_skip_non_float_graph_ops(tf, mirrored):
 
 def test_vizdist_reading_tfs_graph_adds_no_op_row(tf, mirrored, step, monkeypatch):
     """meta["rebatch"] is read by serializing TF's dataset graph (an op): that op is vizdist's, not the run's."""
-    from vizdist.instrument.run import distribution
+    from vizdist.instrument.run import inputs
 
     def rows(t):  # (each run traces its own copy of the step: __inference_step_<n>)
         return sorted(tuple(re.sub(r"_\d+$", "", o[k]) for k in ("stage", "op_type", "graph", "device"))
@@ -222,6 +222,6 @@ def test_vizdist_reading_tfs_graph_adds_no_op_row(tf, mirrored, step, monkeypatc
 
     read = vizdist.trace_distribution(mirrored, _dataset(tf), step_fn=step, placement="NO_TENSOR")
     assert read.meta["rebatch"]  # the graph was read (under the debugger)
-    monkeypatch.setattr(distribution, "rebatch_op", lambda dist: "")
+    monkeypatch.setattr(inputs, "rebatch_op", lambda dist: "")
     unread = vizdist.trace_distribution(mirrored, _dataset(tf), step_fn=step, placement="NO_TENSOR")
     assert rows(read) == rows(unread)

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import vizdist
-from vizdist.instrument.run.distribution import _to_json
+from vizdist.instrument.run.reader import _to_json
 
 SOURCES = ["range", "slices", "tuple", "dict"]
 

@@ -4,7 +4,7 @@ Three front ends record runs: :func:`~vizdist.instrument.run.distribution.trace_
 drives the loop), :func:`~vizdist.instrument.run.legacy.trace_tf1` (a TF1 ``Session`` loop) and
 :func:`~vizdist.instrument.run.user_run.record` (the user's own code drives it: Keras ``fit``, a loop).
 Each opens a :class:`Run`, makes its input inside it, asks the run for a
-:class:`~vizdist.instrument.run.distribution.StepReader` per distributed dataset, reads steps into it,
+:class:`~vizdist.instrument.run.reader.StepReader` per distributed dataset, reads steps into it,
 and hands the finished :class:`~vizdist.trace.Trace` to :meth:`Run.finish`.
 
 A run is one tf.data service run too: every service read made inside it shares one token

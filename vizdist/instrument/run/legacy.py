@@ -63,21 +63,17 @@ from vizdist.instrument.processes import jobfiles
 from vizdist.instrument.processes.cluster import pickle_job
 from vizdist.instrument.processes.supervisor import Supervisor, temp_folder
 from vizdist.instrument.run import engine
-from vizdist.instrument.run.distribution import (
-    DEFAULT_MAX_STEPS,
+from vizdist.instrument.run.distribution import DEFAULT_MAX_STEPS, loop_trace
+from vizdist.instrument.run.inputs import (
     Input,
-    Loop,
-    StepReader,
     TaggingFn,
     base_meta,
     check_count,
     input_meta,
-    loop_trace,
-    per_replica,
-    result_json,
     tag_global,
     wrap_tf_error,
 )
+from vizdist.instrument.run.reader import Loop, StepReader, per_replica, result_json
 from vizdist.instrument.run.rows import replica_devices
 from vizdist.trace import Trace
 

@@ -37,8 +37,9 @@ from tensorflow.python.distribute import distribute_lib
 
 from vizdist.errors import TracingError
 from vizdist.instrument.run import engine, recorded_input
-from vizdist.instrument.run.distribution import StepReader, TaggingFn, base_meta, input_meta, tag_global
+from vizdist.instrument.run.inputs import TaggingFn, base_meta, input_meta, tag_global
 from vizdist.instrument.run.observers import observers_for
+from vizdist.instrument.run.reader import StepReader
 from vizdist.instrument.service import registry as service_registry
 from vizdist.trace import Trace
 
@@ -369,7 +370,7 @@ def _from_vizdist() -> bool:
 
 
 def _options(options: Any) -> dict[str, Any] | None:
-    from vizdist.instrument.run.distribution import options_dict
+    from vizdist.instrument.run.inputs import options_dict
 
     return options_dict(options)
 
