@@ -43,7 +43,8 @@ def test_strategy_name_is_the_name_tf_exports(tf, mirrored):
 
 
 def test_chunked_decoding_equals_decoding_everything_at_once(tf, monkeypatch):
-    from vizdist.instrument.ids.tagging import decode_tags, tag_dataset
+    from vizdist.instrument.ids.codes import decode_tags
+    from vizdist.instrument.ids.tagging import tag_dataset
 
     tagged = tag_dataset(tf.data.Dataset.range(50).batch(7))
     batches = [t.numpy() for t, _ in tagged.dataset]

@@ -191,7 +191,8 @@ def _record_policy(strategy: Any, rec: Any, offset: int, policy: str, *, files: 
     """Distribute the pipeline under ``policy`` and add every (step, replica) to ``rec``; return its ops."""
     import tensorflow as tf
 
-    from vizdist.instrument.ids.tagging import decode_tags, tag_dataset
+    from vizdist.instrument.ids.codes import decode_tags
+    from vizdist.instrument.ids.tagging import tag_dataset
 
     ds = dataset_fn(list(files)) if dataset_fn is not None else tf.data.TextLineDataset(list(files))
     ds = ds.batch(global_batch_size)

@@ -27,7 +27,8 @@ How a tag is made (``tag = source << 56 | local``):
   fingerprints of the known names, confirmed by comparing the name), so two
   files never share an id however many there are.
 
-Tag layout (one int64, ``source << 56 | local``): the low ``id_bits`` of ``local`` are the id;
+Tag layout (one int64, ``source << 56 | local``; its constants and the reading back are in
+:mod:`vizdist.instrument.ids.codes`): the low ``id_bits`` of ``local`` are the id;
 above them, per source, ``parts`` (the position of an output inside the dataset a
 ``flat_map``/``interleave`` function returned, decoded as ``source_line``) and one field per
 ``repeat`` holding the epoch (which repetition; ``scan`` over the position after ``repeat``, exact
@@ -57,31 +58,31 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
-from tensorflow.python.data.ops import dataset_ops, directed_interleave_op, readers, shuffle_op
+from tensorflow.python.data.ops import directed_interleave_op, readers, shuffle_op
 from tensorflow.python.data.util import structure
-from tensorflow.python.framework import tensor_util
 from tensorflow.python.util import variable_utils
 
+from vizdist.instrument.ids.codes import (
+    FILE_UNKNOWN,
+    FINGERPRINT_BUCKETS,
+    LINE_BITS,
+    SOURCE_SHIFT,
+    const_value,
+    tensor_value,
+)
 from vizdist.instrument.service import own as service_own
 from vizdist.instrument.service import registry as service_registry
 
-__all__ = ["SOURCE_SHIFT", "Tagged", "Untaggable", "cardinality", "decode_tags", "keyed", "tag_dataset",
-           "tensor_value", "untag", "values_are_ids"]
+# decode_tags, keyed, untag, values_are_ids and the layout's constants live in .codes (the read side)
+__all__ = ["Tagged", "Untaggable", "cardinality", "tag_dataset"]
 
-SOURCE_SHIFT = 56
-LOCAL_MASK = (1 << SOURCE_SHIFT) - 1
-LINE_BITS = 32
-FILE_UNKNOWN = (1 << (SOURCE_SHIFT - LINE_BITS)) - 1  # file index of a file not in the list
-FINGERPRINT_BUCKETS = (1 << 63) - 1
 #: Up to this many files, a file's index is found by comparing names (files^2 comparisons in all).
 SCAN_FILES = 1024
 MAX_SOURCES = 127
@@ -103,46 +104,6 @@ class Tagged:
 
     dataset: tf.data.Dataset
     info: dict[str, Any] = field(default_factory=dict)
-
-
-def _const(t: Any) -> Any:
-    """Python value of a constant tensor (or None when not constant)."""
-    if t is None:
-        return None
-    if isinstance(t, (int, float, bool, str)):
-        return t
-    try:
-        v = tensor_util.constant_value(t)
-    except Exception:
-        v = None
-    if v is None:
-        try:
-            v = t.numpy()
-        except Exception:
-            return None
-    v = np.asarray(v)
-    return v.item() if v.ndim == 0 else v.tolist()
-
-
-def tensor_value(t: Any) -> Any:
-    """NumPy value of a tensor, eagerly or in graph mode.
-
-    Eagerly this is ``t.numpy()``. In graph mode (``tf.compat.v1.disable_eager_execution()``: a TF1
-    ``Session`` program) a tensor is symbolic and has no ``.numpy()``; its value is then folded from
-    constants when TF can (``tf.get_static_value``), else computed in a one-off ``Session`` on its graph.
-
-    Example:
-        >>> import tensorflow as tf                                   # doctest: +SKIP
-        >>> int(tensor_value(tf.data.Dataset.range(3).cardinality()))  # doctest: +SKIP
-        3
-    """
-    if hasattr(t, "numpy"):
-        return t.numpy()
-    v = tf.get_static_value(t)
-    if v is not None:
-        return v
-    with tf.compat.v1.Session(graph=t.graph) as sess:
-        return sess.run(t)
 
 
 def cardinality(ds: Any) -> int:
@@ -306,8 +267,8 @@ def _is_counter(ds: Any) -> bool:
     (TF 2.21 wraps it in a ``replicate_on_split`` rewrite, which leaves a bare variant dataset)."""
     if type(ds).__name__ == "_VariantDataset":
         return ds.element_spec == tf.TensorSpec([], tf.int64)
-    return (type(ds).__name__ == "_RangeDataset" and _const(ds._stop) == _COUNTER_STOP
-            and _const(ds._step) == 1)
+    return (type(ds).__name__ == "_RangeDataset" and const_value(ds._stop) == _COUNTER_STOP
+            and const_value(ds._step) == 1)
 
 
 def is_generator(ds: Any) -> bool:
@@ -324,7 +285,7 @@ def _used_bits(source: dict[str, Any]) -> int:
 def _parallel(ds: Any) -> dict[str, Any]:
     if "Parallel" not in type(ds).__name__:
         return {}
-    return {"num_parallel_calls": _const(ds._num_parallel_calls), "deterministic": _deterministic(ds._deterministic)}
+    return {"num_parallel_calls": const_value(ds._num_parallel_calls), "deterministic": _deterministic(ds._deterministic)}
 
 
 def py_call(wrapper: Any, *args: Any) -> Any:
@@ -369,7 +330,7 @@ class Builder:
 
     def _range_offset(self, ds: Any) -> int | None:
         """Register a ``range`` source whose values can be its ids; return the tag offset (or None)."""
-        start, stop, step = _const(ds._start), _const(ds._stop), _const(ds._step)
+        start, stop, step = const_value(ds._start), const_value(ds._stop), const_value(ds._step)
         label = f"range({start}, {stop}, {step})"
         self.ops.append(label)
         card = cardinality(ds)
@@ -539,8 +500,8 @@ class Builder:
         if type(zipped).__name__ != "_ZipDataset" or not _is_counter(tf.nest.flatten(zipped._datasets)[0]):
             return self._opaque(snap)
         t = self.build(tf.nest.flatten(zipped._datasets)[1])
-        path = _const(snap._path)
-        comp = _const(snap._compression)
+        path = const_value(snap._path)
+        comp = const_value(snap._compression)
         self.ops.append("snapshot")
         return t.snapshot(path.decode() if isinstance(path, bytes) else path,
                           compression=comp.decode() if isinstance(comp, bytes) else (comp or "AUTO"))
@@ -573,7 +534,7 @@ class Builder:
 
     def _batch(self, ds: Any) -> tf.data.Dataset:
         inner, name = ds._input_dataset, type(ds).__name__
-        bs, drop = _const(ds._batch_size), _const(ds._drop_remainder)
+        bs, drop = const_value(ds._batch_size), const_value(ds._drop_remainder)
         if type(inner).__name__ == "_DenseToRaggedDataset":
             t = self.build(inner._input_dataset)
             self.flags.update(global_batch_size=bs, drop_remainder=drop, batched=True)
@@ -592,7 +553,7 @@ class Builder:
 
     def _rebatch(self, ds: Any) -> tf.data.Dataset:
         t = self.build(ds._input_dataset)
-        sizes, drop = _const(ds._batch_sizes), _const(ds._drop_remainder)
+        sizes, drop = const_value(ds._batch_sizes), const_value(ds._drop_remainder)
         self.flags.update(global_batch_size=sizes if isinstance(sizes, int) else None, drop_remainder=drop)
         self.ops.append(f"rebatch({sizes})")
         return t.rebatch(ds._batch_sizes, drop_remainder=ds._drop_remainder)
@@ -605,11 +566,11 @@ class Builder:
 
     def _shuffle(self, ds: Any) -> tf.data.Dataset:
         t = self.build(ds._input_dataset)
-        self.ops.append(f"shuffle({_const(ds._buffer_size)})")
+        self.ops.append(f"shuffle({const_value(ds._buffer_size)})")
         self.flags["shuffle"] = True
         # Seeds (0, 0) make TF's shuffle draw a random seed at run time (tensorflow/python/framework/
         # random_seed.py, get_seed: "the C++ ops interpret it as nondeterminism"): each process its own order.
-        if _const(ds._seed) == 0 and _const(ds._seed2) == 0:
+        if const_value(ds._seed) == 0 and const_value(ds._seed2) == 0:
             self.flags["shuffle_unseeded"] = True
         with _fixed_seeds(ds._seed, ds._seed2):
             return shuffle_op._ShuffleDataset(
@@ -618,7 +579,7 @@ class Builder:
     def _repeat(self, ds: Any) -> tf.data.Dataset:
         first = len(self.sources)
         t = self.build(ds._input_dataset)
-        count = _const(ds._count)
+        count = const_value(ds._count)
         self.ops.append(f"repeat({count})")
         self.flags["repeat"] = True
         return self._epochs(t.repeat(ds._count), first, cardinality(t), count)
@@ -651,20 +612,20 @@ class Builder:
     def _count_op(self, ds: Any) -> tf.data.Dataset:
         t = self.build(ds._input_dataset)
         kind = {"_TakeDataset": "take", "_SkipDataset": "skip"}[type(ds).__name__]
-        self.ops.append(f"{kind}({_const(ds._count)})")
+        self.ops.append(f"{kind}({const_value(ds._count)})")
         self.flags[kind] = True
         return t.take(ds._count) if kind == "take" else t.skip(ds._count)
 
     def _prefetch(self, ds: Any) -> tf.data.Dataset:
         t = self.build(ds._input_dataset)
-        size = _const(ds._buffer_size)
+        size = const_value(ds._buffer_size)
         self.ops.append(f"prefetch({size})")
         # A tensor buffer_size breaks TF's own `buffer_size == AUTOTUNE` check (legacy_autotune).
         return t.prefetch(int(size) if size is not None else ds._buffer_size)
 
     def _cache(self, ds: Any) -> tf.data.Dataset:
         t = self.build(ds._input_dataset)
-        fname = _const(ds._filename) or ""
+        fname = const_value(ds._filename) or ""
         if isinstance(fname, bytes):
             fname = fname.decode()
         self.ops.append("cache")
@@ -672,9 +633,9 @@ class Builder:
 
     def _shard(self, ds: Any) -> tf.data.Dataset:
         t = self.build(ds._input_dataset)
-        self.ops.append(f"shard({_const(ds._num_shards)}, {_const(ds._index)})")
+        self.ops.append(f"shard({const_value(ds._num_shards)}, {const_value(ds._index)})")
         # shard(1, 0) keeps every element (an InputContext's shard over one input pipeline): no flag
-        self.flags["shard"] = self.flags["shard"] or _const(ds._num_shards) != 1
+        self.flags["shard"] = self.flags["shard"] or const_value(ds._num_shards) != 1
         return t.shard(ds._num_shards, ds._index)
 
     def _restructure(self, ds: Any) -> tf.data.Dataset:
@@ -840,147 +801,3 @@ def tag_dataset(dataset: tf.data.Dataset) -> Tagged:
     return Tagged(dataset=tagged, info=info)
 
 
-def keyed(tagged: tf.data.Dataset) -> tf.data.Dataset:
-    """The same tagged dataset, its elements nested as ``{"tag": tag, "value": value}`` instead of a pair.
-
-    Nothing TF runs changes: no op is added (the dataset is TF's own ``_RestructuredDataset`` over
-    the same graph), and TF flattens a dict in sorted key order, so the flat tensors are still
-    ``tag, value...``. What changes is TF's Python per step: a distributed iterator repacks each
-    replica's element from its flat tensors, and for a tuple TF's ``nest`` asks a runtime-checkable
-    ``Protocol`` (twice per replica; about 6 us each on Python 3.11), which it skips for a dict.
-    Over 4 replicas that is about 100 us less per step (``benchmarks/overhead.py --explain``).
-
-    Example:
-        >>> import tensorflow as tf                                                   # doctest: +SKIP
-        >>> ds = keyed(tf.data.Dataset.range(2).map(lambda x: (x + 10, x)))            # doctest: +SKIP
-        >>> [untag(e) for e in ds.as_numpy_iterator()]                                # doctest: +SKIP
-        [(10, 0), (11, 1)]
-    """
-    tag_spec, value_spec = tagged.element_spec
-    return dataset_ops._RestructuredDataset(tagged, {"tag": tag_spec, "value": value_spec})
-
-
-def untag(element: Any) -> tuple[Any, Any]:
-    """``(tag, value)`` of one element of a :func:`keyed` dataset.
-
-    Example:
-        >>> untag({"tag": 7, "value": "x"})
-        (7, 'x')
-    """
-    return element["tag"], element["value"]
-
-
-#: Transformations (by their label in ``info["pipeline"]``) that pass values through unchanged and
-#: run alike however often the dataset is iterated (not ``shuffle``: a user's dataset reshuffles on
-#: every iteration, where vizdist's rebuilt copy runs as a fresh dataset would, like plain TF's first).
-_KEEP_VALUES = ("range(", "batch(", "rebatch(", "unbatch", "filter", "take_while", "take(", "skip(",
-                "shard(", "prefetch(", "cache")
-
-
-def values_are_ids(dataset: tf.data.Dataset, info: dict[str, Any]) -> bool:
-    """True when every value the pipeline yields is its own tag: no tag needs to ride beside it.
-
-    That holds for one ``range`` source (ids are its values, source 0) followed only by
-    transformations that keep values as they are (batch, filter, take, ...): the user's
-    dataset can then be distributed as built, and each replica's values read as its tags, which
-    saves TF carrying a second component through every step.
-
-    Example:
-        >>> import tensorflow as tf                                          # doctest: +SKIP
-        >>> ds = tf.data.Dataset.range(10).filter(lambda x: x % 3 > 0).batch(4)  # doctest: +SKIP
-        >>> values_are_ids(ds, tag_dataset(ds).info)                         # doctest: +SKIP
-        True
-    """
-    sources = info.get("sources", [])
-    spec = dataset.element_spec
-    return (info.get("provenance") == "tagged" and not info.get("services") and len(sources) == 1
-            and sources[0].get("id_is") == "value" and sources[0].get("index") == 0
-            and isinstance(spec, tf.TensorSpec) and spec.dtype == tf.int64
-            and all(op.startswith(_KEEP_VALUES) for op in info.get("pipeline", [])))
-
-
-def decode_tags(tags: Any, info: dict[str, Any]) -> dict[str, Any]:
-    """Turn tags back into ``source``, ``source_id``, ``source_file``, ``source_line`` and ``epoch``.
-
-    Vectorized (numpy): no Python work per element. ``epoch`` is the repetition of the source
-    element (0 without ``repeat``; see ``Source layout`` in the module docs). ``source_file`` is a
-    ``pandas.Categorical`` (``""`` where the element is not a file's line); the rest are int64 arrays.
-
-    Example:
-        >>> info = {"sources": [{"index": 0, "kind": "range", "id_is": "value", "id_bits": 3,
-        ...                      "epochs": [{"shift": 3, "bits": 1, "count": 2}]}]}
-        >>> d = decode_tags(np.array([3, 4, 3 + 8]), info)
-        >>> d["source_id"].tolist(), d["epoch"].tolist()
-        ([3, 4, 3], [0, 0, 1])
-    """
-    tags = np.asarray(tags, dtype=np.int64).reshape(-1)
-    source = tags >> SOURCE_SHIFT
-    local = tags & LOCAL_MASK
-    source_id = local.copy()
-    epoch = np.zeros(tags.shape, dtype=np.int64)
-    file_codes = np.zeros(tags.shape, dtype=np.int32)  # source_file as category codes; 0 is ""
-    file_names: dict[str, int] = {"": 0}
-    source_line = np.full(tags.shape, -1, dtype=np.int64)
-    present = _present(source)
-    worker = np.full(tags.shape, -1, dtype=np.int64) if info.get("services") else None
-    for s in info.get("sources", []):
-        if s["index"] not in present:
-            continue
-        mask = slice(None) if len(present) == 1 else source == s["index"]  # one source: no per-element mask
-        loc = local[mask]
-        bits = s.get("id_bits", SOURCE_SHIFT)
-        ids = loc & ((1 << bits) - 1)
-        source_id[mask] = ids
-        scale = 1
-        ep = np.zeros(loc.shape, np.int64)
-        for f in s.get("epochs", []):
-            ep += ((loc >> f["shift"]) & ((1 << f["bits"]) - 1)) * scale
-            scale *= max(int(f.get("count") or 1), 1)
-        epoch[mask] = ep
-        sw = s.get("service_worker")
-        if sw and worker is not None:
-            worker[mask] = ((loc >> sw["shift"]) & ((1 << sw["bits"]) - 1)) - 1
-        parts = s.get("parts")
-        if parts:
-            source_line[mask] = (loc >> parts["shift"]) & ((1 << parts["bits"]) - 1)
-        if s.get("id_is") == "file_line":
-            source_line[mask] = ids & ((1 << LINE_BITS) - 1)
-            file_codes[mask] = _file_codes(s, ids >> LINE_BITS, file_names)
-    source_file = pd.Categorical.from_codes(file_codes, categories=list(file_names))
-    out = {"source": source, "source_id": source_id, "source_file": source_file, "source_line": source_line,
-           "epoch": epoch}
-    if worker is not None:
-        out["service_worker"] = worker  # the tf.data service worker (-1: unknown), with a service read
-    return out
-
-
-def _present(source: np.ndarray) -> set[int]:
-    """The source indexes that occur (a count per index: no sort of the tags)."""
-    if not source.size:
-        return set()
-    if source.min() < 0:  # not a vizdist tag (source <= MAX_SOURCES); still decoded, in the slow way
-        return {int(s) for s in np.unique(source)}
-    return {int(s) for s in np.flatnonzero(np.bincount(source))}
-
-
-def _file_codes(source: dict[str, Any], index: np.ndarray, names: dict[str, int]) -> np.ndarray:
-    """Category codes (into ``names``, grown here) of file indexes, or of hash buckets when the list of
-    files was not known: a lookup per distinct file, none per element."""
-    files = source.get("files") or []
-    if source.get("file_ids", "index") == "index":
-        listed = [*files, "<file not in the list vizdist read>"]
-        lookup = np.array([names.setdefault(f, len(names)) for f in listed], dtype=np.int32)
-        return lookup[np.minimum(index, len(files))]
-    buckets = _bucket_names(tuple(files))
-    uniq, inverse = np.unique(index, return_inverse=True)
-    lookup = np.array([names.setdefault(buckets.get(b, f"<file bucket {b}>"), len(names)) for b in uniq.tolist()],
-                      dtype=np.int32)
-    return lookup[inverse.reshape(-1)]
-
-
-@functools.lru_cache(maxsize=16)
-def _bucket_names(files: tuple[str, ...]) -> dict[int, str]:
-    if not files:
-        return {}
-    buckets = tensor_value(tf.strings.to_hash_bucket_fast(list(files), FILE_UNKNOWN)).tolist()
-    return dict(zip(buckets, files, strict=False))

@@ -16,15 +16,8 @@ import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
 from vizdist.errors import TracingError
-from vizdist.instrument.ids.tagging import (
-    Untaggable,
-    cardinality,
-    keyed,
-    tag_dataset,
-    tensor_value,
-    untag,
-    values_are_ids,
-)
+from vizdist.instrument.ids.codes import keyed, tensor_value, untag, values_are_ids
+from vizdist.instrument.ids.tagging import Untaggable, cardinality, tag_dataset
 from vizdist.instrument.run import engine
 from vizdist.instrument.run.rows import num_workers, replica_devices, strategy_name
 from vizdist.instrument.service import own as service_own

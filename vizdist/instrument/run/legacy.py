@@ -58,7 +58,7 @@ from tensorflow.python.util import deprecation
 
 from vizdist._files import write_file
 from vizdist.errors import TracingError, release_frames
-from vizdist.instrument.ids.tagging import untag
+from vizdist.instrument.ids.codes import untag
 from vizdist.instrument.processes import jobfiles
 from vizdist.instrument.processes.cluster import pickle_job
 from vizdist.instrument.processes.supervisor import Supervisor, temp_folder

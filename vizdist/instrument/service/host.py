@@ -63,7 +63,7 @@ def _kill_worker(pids: list[int]) -> Any:
 
 def handle(job: Path, key: str) -> None:
     """Serve request ``key``: read the job on the service, write the trace (or the error)."""
-    from vizdist.instrument.ids.tagging import decode_tags
+    from vizdist.instrument.ids.codes import decode_tags
     from vizdist.instrument.service.consume import Plan, open_readers, record
     from vizdist.instrument.service.pipeline import deserialize, rebuild_strategy
 

@@ -45,7 +45,8 @@ def instrument(dataset: Any, policy: str, *, in_process: bool) -> Pipeline:
     """Tag ``dataset`` and append the worker-id step; compute the reference ids."""
     import tensorflow as tf
 
-    from vizdist.instrument.ids.tagging import Untaggable, decode_tags, tag_dataset
+    from vizdist.instrument.ids.codes import decode_tags
+    from vizdist.instrument.ids.tagging import Untaggable, tag_dataset
 
     try:
         tagged = tag_dataset(dataset)

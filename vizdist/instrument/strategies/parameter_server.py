@@ -537,7 +537,7 @@ def trace_parameter_server(
             pause_after=pause_after, on_pause=on_pause, t0=t0)
     finally:
         observer.remove()
-    from vizdist.instrument.ids.tagging import decode_tags
+    from vizdist.instrument.ids.codes import decode_tags
 
     decode = (lambda t: decode_tags(t, info)) if tagged else None
     rec, closures, events = _record_closures(remotes, observer, stopped, tagged=tagged, step_fn=step_fn,
