@@ -121,7 +121,7 @@ def _record_and_plain(ctx: Any) -> Trace:
 
 
 def _lose(ctx: Any, task: str, linger: float, dataset_fn: Any = _dataset_fn) -> Trace:
-    trace = record_parameter_server(ctx, dataset_fn, steps=STEPS, step_fn=_step_fn, lose=task, lose_after=3,
+    trace = record_parameter_server(ctx, dataset_fn, steps=STEPS, step_fn=_step_fn, stop=task, stop_after=3,
                                     partitioners={"FixedShardsPartitioner": {"num_shards": 2}})
     time.sleep(linger)  # the launcher must wait for the coordinator, however long, after a worker is lost
     return trace
@@ -164,12 +164,12 @@ def test_stop_task_refuses_its_own_task_unknown_names_and_a_missing_launcher() -
 
 
 @pytest.mark.parametrize(("lose", "after", "match"), [
-    ("chief-0", 1, "lose must name a worker or ps task"), ("worker-1", 8, "lose_after must be an int from 0 to"),
-    ("ps-0", True, "lose_after must be"), ("ps-0", -1, "lose_after must be")])
+    ("chief-0", 1, "stop must name a worker or ps task"), ("worker-1", 8, "stop_after must be an int from 0 to"),
+    ("ps-0", True, "stop_after must be"), ("ps-0", -1, "stop_after must be")])
 def test_record_parameter_server_refuses_a_loss_it_cannot_stage(lose: str, after: Any, match: str) -> None:
     ctx = WorkerContext("chief", 0, num_workers=2, num_ps=1)
     with pytest.raises(ValueError, match=match):
-        record_parameter_server(ctx, _dataset_fn, steps=STEPS, lose=lose, lose_after=after)
+        record_parameter_server(ctx, _dataset_fn, steps=STEPS, stop=lose, stop_after=after)
 
 
 def _closure_steps(trace: Trace) -> dict[int, list[int]]:
@@ -300,3 +300,14 @@ def test_closures_that_never_finish_end_in_a_partial_trace_after_the_timeout(ps_
     assert [c["status"] for c in m["closures"]] == ["pending"] * 3 and stuck["elements"] == 0
     assert {a["outcome"] for c in m["closures"] for a in c["attempts"]} <= {"running"}
     assert "timed-out" in vizdist.diagnose(Trace(meta=m))["code"].tolist()
+
+
+def test_the_old_spelling_of_stop_still_works_and_says_so() -> None:
+    """``lose=``/``lose_after=`` are ``stop=``/``stop_after=`` for one release, with a DeprecationWarning."""
+    with pytest.warns(DeprecationWarning, match="'lose=' is deprecated: use 'stop='"), \
+            pytest.raises(ValueError, match="stop must name a worker or ps task"):
+        record_parameter_server(WorkerContext("chief", 0, num_workers=2, num_ps=1), _dataset_fn, steps=STEPS,
+                                lose="chief-0")
+    with pytest.raises(TypeError, match="give stop= only"):
+        record_parameter_server(WorkerContext("chief", 0, num_workers=2, num_ps=1), _dataset_fn, steps=STEPS,
+                                lose="ps-0", stop="ps-0")

@@ -33,6 +33,7 @@ from vizdist._files import write_file
 from vizdist.analysis.sharding import POLICIES, ShardComparison, content_map
 from vizdist.errors import TracingError
 from vizdist.instrument.processes import jobfiles
+from vizdist.instrument.processes.supervisor import DEFAULT_TIMEOUT
 from vizdist.trace import Trace
 
 __all__ = ["POLICIES", "ShardComparison", "compare_shard_policies", "write_text_files", "write_tfrecord_files"]
@@ -259,9 +260,9 @@ def compare_shard_policies(
     max_steps: int = 100,
     run_unshardable: bool = False,
     capture_tf_log: bool = True,
-    timeout: float = 180.0,
+    timeout: float = DEFAULT_TIMEOUT,
     collective_timeout: float = 15.0,
-    progress: bool = True,
+    progress: bool | None = None,
     isolate: bool = True,
 ) -> ShardComparison:
     """Run one file pipeline under several auto-shard policies on real workers.
@@ -299,7 +300,7 @@ def compare_shard_policies(
             when AUTO fell back to DATA) in ``ShardComparison.logs``.
         timeout: wall-clock limit for each cluster run.
         collective_timeout: seconds a worker waits in a collective for a peer.
-        progress: show progress bars.
+        progress: show progress bars (None: shown, as starting workers takes seconds).
         isolate: passed to :class:`~vizdist.instrument.processes.cluster.LocalCluster`: run the workers in a
             private network namespace (default; :class:`vizdist.IsolationError` where the OS cannot
             make one). ``False`` runs them exposed: anyone who can reach this machine can connect to

@@ -38,6 +38,7 @@ from typing import Any
 import tensorflow as tf
 
 from vizdist.analysis.whatif import Experiment, Knob
+from vizdist.instrument.processes.supervisor import DEFAULT_TIMEOUT
 from vizdist.instrument.run.distribution import trace_distribution
 from vizdist.trace import Trace
 
@@ -204,7 +205,7 @@ def what_if_cluster(
     shard_policy: str = "AUTO",
     global_batch_size: int = 4,
     max_workers: int = 3,
-    timeout: float = 180.0,
+    timeout: float = DEFAULT_TIMEOUT,
     isolate: bool = True,
 ) -> Experiment:
     """Cluster knobs: workers, auto-shard policy and global batch on a real multi-worker cluster.

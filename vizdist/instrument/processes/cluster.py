@@ -54,6 +54,7 @@ from vizdist.instrument.processes.shards import (  # noqa: F401  (moved; re-expo
     record_worker_shard,
 )
 from vizdist.instrument.processes.supervisor import (
+    DEFAULT_TIMEOUT,
     KEEP_FILE,
     Child,
     Namespace,
@@ -284,11 +285,11 @@ class LocalCluster:
         workers: int = 2,
         ps: int = 0,
         *,
-        timeout: float = 180.0,
+        timeout: float = DEFAULT_TIMEOUT,
         collective_timeout: float = 30.0,
         ports: Sequence[int] | Mapping[str, Sequence[int]] | None = None,
         env: Mapping[str, str] | None = None,
-        progress: bool = True,
+        progress: bool | None = None,
         isolate: bool = True,
         max_workers: int | None = None,
     ) -> None:
@@ -302,7 +303,7 @@ class LocalCluster:
         self.layout = {"chief": 1 if ps else 0, "worker": workers, "ps": ps}
         self._ports = self._check_ports(ports)
         self.env = {str(k): str(v) for k, v in (env or {}).items()}
-        self.progress = bool(progress)
+        self.progress = True if progress is None else bool(progress)  # None: shown (starting takes seconds)
         self.isolate = bool(isolate)
         self.isolated: bool | None = None
         self._run: _Run | None = None

@@ -58,6 +58,7 @@ from vizdist._files import write_file
 from vizdist.instrument.processes import jobfiles
 
 __all__ = [
+    "DEFAULT_TIMEOUT",
     "Child",
     "Namespace",
     "Supervisor",
@@ -70,6 +71,10 @@ __all__ = [
     "userns_switches",
     "vizdist_root",
 ]
+
+#: How long a call that starts processes or servers waits by default (``timeout=``) before it stops
+#: them and returns (or raises with) what it has: no call vizdist makes waits without a bound.
+DEFAULT_TIMEOUT = 180.0
 
 POLL_S = 0.05
 STATUS_ENV = "VIZDIST_STATUS_FILE"

@@ -61,7 +61,7 @@ from vizdist.errors import TracingError, release_frames
 from vizdist.instrument.ids.codes import untag
 from vizdist.instrument.processes import jobfiles
 from vizdist.instrument.processes.cluster import pickle_job
-from vizdist.instrument.processes.supervisor import Supervisor, temp_folder
+from vizdist.instrument.processes.supervisor import DEFAULT_TIMEOUT, Supervisor, temp_folder
 from vizdist.instrument.run import engine
 from vizdist.instrument.run.distribution import DEFAULT_MAX_STEPS, loop_trace
 from vizdist.instrument.run.inputs import (
@@ -492,7 +492,7 @@ def _run_session(run: engine.Run, inp: Input, meta: dict[str, Any], step_fn: Any
                 session.close()  # a run still blocked in TF after a timeout keeps its session
 
 
-def run_in_graph_mode(fn: Callable[..., Any], *args: Any, devices: int = 4, timeout: float = 180.0,
+def run_in_graph_mode(fn: Callable[..., Any], *args: Any, devices: int = 4, timeout: float = DEFAULT_TIMEOUT,
                       **kwargs: Any) -> Any:
     """Run ``fn(*args, **kwargs)`` in a fresh process in TF1 graph mode; return its Trace (or JSON value).
 

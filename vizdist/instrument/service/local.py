@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from vizdist._compat import renamed
 from vizdist._files import write_file
 from vizdist.errors import IsolationError, TracingError
 from vizdist.instrument.processes import jobfiles
@@ -74,7 +75,7 @@ class LocalDataService:
             its own folder holding a file ``vizdist_worker_id`` with its id
             (or with ``python -P -m vizdist.instrument.service._service_worker``).
         start_timeout: seconds to wait for the processes to start.
-        progress: show ``tqdm`` progress bars.
+        progress: show ``tqdm`` progress bars (None: shown, as starting servers takes seconds).
         isolate: (default) run the dispatcher, the workers and the consumer
             in one private network namespace with only loopback, so no other
             machine (nor this one) can connect to the servers. Where the OS
@@ -105,7 +106,7 @@ class LocalDataService:
 
     def __init__(self, workers: int = 2, *, fault_tolerant: bool = False,
                  work_dir: str | os.PathLike[str] | None = None, in_process: bool = False,
-                 dispatcher: str | None = None, start_timeout: float = 90.0, progress: bool = True,
+                 dispatcher: str | None = None, start_timeout: float = 90.0, progress: bool | None = None,
                  isolate: bool = True, max_workers: int | None = None) -> None:
         limit = process_limit() if max_workers is None else check_count("max_workers", max_workers, minimum=1)
         self.num_workers = check_count("workers", workers, minimum=0, limit=None if in_process else limit,
@@ -113,7 +114,8 @@ class LocalDataService:
         self._check_combination(workers, dispatcher, fault_tolerant)
         self.fault_tolerant, self.in_process = bool(fault_tolerant), bool(in_process)
         self.start_timeout = check_seconds("start_timeout", start_timeout)
-        self.progress, self.isolate = bool(progress), bool(isolate)
+        self.progress = True if progress is None else bool(progress)  # None: shown (starting takes seconds)
+        self.isolate = bool(isolate)
         self._own_dir = work_dir is None
         self.work_dir = Path(temp_folder("vizdist-service-") if work_dir is None else work_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -311,8 +313,9 @@ class LocalDataService:
     # -- tracing ------------------------------------------------------------
     def trace(self, dataset: Any, *, processing_mode: Any = None, sharding_policy: Any = None,
               job_name: str | None = None, consumers: int = 1, num_consumers: int | None = None,
-              steps: int | None = None, stop_worker: tuple[int, int] | None = None, strategy: Any = None,
-              timeout: float = 20.0, progress: bool = True) -> Trace:
+              steps: int | None = None, stop: int | None = None, stop_after: int | None = None,
+              strategy: Any = None, stall_timeout: float = 20.0, progress: bool | None = None,
+              stop_worker: tuple[int, int] | None = None, timeout: float | None = None) -> Trace:
         """Run ``dataset`` on this service and record where every element went.
 
         Args:
@@ -333,15 +336,18 @@ class LocalDataService:
             num_consumers: turn on coordinated reads (``consumer_index`` /
                 ``num_consumers``); needs an infinite dataset and ``steps``.
             steps: stop each consumer after this many elements (batches).
-            stop_worker: ``(worker, after)``: stop that worker abruptly once
-                the consumers together received ``after`` elements.
+            stop: a worker of this service (its index) to stop abruptly, as a crash
+                would, once the consumers together received ``stop_after`` elements.
+            stop_after: see ``stop`` (default 0: before the first element).
             strategy: a ``MirroredStrategy`` or ``OneDeviceStrategy`` (any
                 strategy with ``in_process=True``): the service dataset is fed
                 to ``strategy.experimental_distribute_dataset`` and the trace
                 follows each element from worker to replica (one consumer).
-            timeout: seconds to wait for the next element before reporting a
-                stall (recorded in ``trace.meta["stall"]``) instead of hanging.
-            progress: show a ``tqdm`` progress bar.
+            stall_timeout: seconds to wait for the *next* element before reporting
+                a stall (recorded in ``trace.meta["stall"]``) instead of hanging.
+            progress: show a ``tqdm`` progress bar (None: shown).
+            stop_worker: deprecated spelling of ``stop=worker, stop_after=after``.
+            timeout: deprecated spelling of ``stall_timeout``.
 
         Returns:
             A :class:`vizdist.Trace`: ``elements`` rows carry ``worker``,
@@ -354,8 +360,14 @@ class LocalDataService:
             >>> with vizdist.LocalDataService(workers=2) as service:   # doctest: +SKIP
             ...     t = service.trace(tf.data.Dataset.range(20), processing_mode="distributed_epoch")
         """
+        if stop_worker is not None:  # the old spelling: (worker, after)
+            stop, stop_after = renamed("stop_worker", tuple(stop_worker), "stop", stop)
+        if timeout is not None:
+            stall_timeout = renamed("timeout", timeout, "stall_timeout", None)
+        progress = True if progress is None else progress
+        stop_plan = None if stop is None else (stop, 0 if stop_after is None else stop_after)
         plan, prepared, meta = self._prepare(dataset, processing_mode, sharding_policy, job_name, consumers,
-                                             num_consumers, steps, stop_worker, strategy, timeout)
+                                             num_consumers, steps, stop_plan, strategy, stall_timeout)
         if self._local is not None:
             trace = self._local.trace(prepared, plan, meta, strategy, self._stopped, progress=progress)
         else:
@@ -388,7 +400,7 @@ class LocalDataService:
         options.check_consumers(consumers, num_consumers, steps, strategy)
         stop = options.check_stop_worker(stop_worker, self.num_workers,
                                          own_workers=bool(self._workers or (self._local and self._local.workers)))
-        timeout = check_seconds("timeout", timeout)
+        timeout = check_seconds("stall_timeout", timeout)
         if not self.in_process:
             options.check_runs_on_workers(dataset)
         prepared = pipeline.instrument(dataset, policy, in_process=self.in_process)

@@ -97,11 +97,11 @@ def check_stop_worker(stop_worker: Any, num_workers: int, *, own_workers: bool) 
     if stop_worker is None:
         return None
     if not own_workers:
-        raise ValueError("stop_worker needs workers started by this LocalDataService.")
+        raise ValueError("stop= needs workers started by this LocalDataService.")
     w, after = stop_worker
     if not 0 <= w < num_workers or after < 0:
-        raise ValueError(f"stop_worker=(worker, after) needs worker in 0..{num_workers - 1} "
-                         f"and after >= 0; got {stop_worker!r}.")
+        raise ValueError(f"stop=worker, stop_after=n need worker in 0..{num_workers - 1} "
+                         f"and n >= 0; got stop={w!r}, stop_after={after!r}.")
     return int(w), int(after)
 
 

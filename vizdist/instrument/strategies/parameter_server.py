@@ -19,7 +19,7 @@ a deadline, and records:
 :func:`variable_shards` lists how partitioned variables were split over the
 parameter-server tasks; :func:`record_parameter_server` does both in one
 call, for use as a ``LocalCluster.run`` callable, and can stop a worker or
-a ps part-way through (``lose="worker-1"``) to show what TF does then.
+a ps part-way through (``stop="worker-1"``) to show what TF does then.
 
 Attempts are read from the coordinator's worker threads (TF's
 ``ClusterCoordinator`` internals, checked on TF 2.21); where a TF version lacks
@@ -47,6 +47,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from vizdist._compat import renamed
 from vizdist.errors import TracingError
 from vizdist.instrument.run.rows import Recorder, strategy_name
 from vizdist.trace import Trace
@@ -652,10 +653,12 @@ def record_parameter_server(
     partitioners: Mapping[str, Mapping[str, Any] | Any] | None = None,
     variable_shape: Sequence[int] = (8, 4),
     step_fn: Callable[[Any], Any] | None = None,
-    lose: str | None = None,
-    lose_after: int = 2,
+    stop: str | None = None,
+    stop_after: int | None = None,
     update_variables: bool = True,
     timeout: float | None = None,
+    lose: str | None = None,
+    lose_after: int | None = None,
 ) -> Trace:
     """A ``LocalCluster.run`` callable for a parameter-server cluster (runs in the chief).
 
@@ -672,28 +675,32 @@ def record_parameter_server(
             object); default :data:`PARTITIONERS`; ``{}`` for none.
         variable_shape: shape of each variable.
         step_fn: optional per-replica step (see :func:`trace_parameter_server`).
-        lose: a task to kill part-way (``"worker-1"``, ``"ps-0"``), as a crash
+        stop: a task to kill part-way (``"worker-1"``, ``"ps-0"``), as a crash
             or preemption would (:meth:`WorkerContext.stop_task`).
-        lose_after: schedule this many closures, wait for them, kill
-            ``lose``, then schedule the rest (so the demo repeats; TF handles
+        stop_after: schedule this many closures (default 2), wait for them, kill
+            ``stop``, then schedule the rest (so the demo repeats; TF handles
             a task lost in the middle of a closure the same way).
         update_variables: each closure adds 1 to every variable (real writes
             on every ps holding a shard); ``meta["variables"][i]["updates"]``
             is how many times that shard was updated (-1: unreadable).
         timeout: seconds to wait for the closures; default: until 15 s before
             the cluster's own ``timeout``.
+        lose, lose_after: deprecated spellings of ``stop``, ``stop_after``.
 
     Example:
         >>> with LocalCluster(workers=2, ps=2) as c:                       # doctest: +SKIP
-        ...     t = c.run(record_parameter_server, dataset_fn, steps=6, lose="worker-1")
+        ...     t = c.run(record_parameter_server, dataset_fn, steps=6, stop="worker-1")
     """
     import tensorflow as tf
 
+    lose = renamed("lose", lose, "stop", stop)
+    lose_after = renamed("lose_after", lose_after, "stop_after", stop_after)
+    lose_after = 2 if lose_after is None else lose_after
     if lose is not None and not re.fullmatch(r"(worker|ps)-\d+", str(lose)):
-        raise ValueError(f"lose must name a worker or ps task such as 'worker-1' or 'ps-0'; got {lose!r}.")
+        raise ValueError(f"stop must name a worker or ps task such as 'worker-1' or 'ps-0'; got {lose!r}.")
     if lose is not None and (isinstance(lose_after, bool) or not isinstance(lose_after, int)
                              or not 0 <= lose_after < steps):
-        raise ValueError(f"lose_after must be an int from 0 to steps - 1 = {steps - 1} (closures to finish "
+        raise ValueError(f"stop_after must be an int from 0 to steps - 1 = {steps - 1} (closures to finish "
                          f"before {lose} is killed); got {lose_after!r}.")
     switch = PartitionerSwitch()
     strategy = ctx.parameter_server_strategy(variable_partitioner=switch)
@@ -708,7 +715,7 @@ def record_parameter_server(
             labels[name] = label
     shards = variable_shards(variables, partitioners=labels)
 
-    def stop() -> dict[str, Any]:
+    def stop_task() -> dict[str, Any]:
         try:
             return {"stopped_task": lose, **ctx.stop_task(lose)}
         except TimeoutError as exc:
@@ -717,7 +724,7 @@ def record_parameter_server(
     wait = timeout if timeout is not None else max(10.0, min(600.0, ctx.time_left() - _MARGIN_S))
     trace = trace_parameter_server(strategy, dataset_fn, steps=steps, step_fn=step_fn, timeout=wait,
                                    variables=variables if update_variables else None,
-                                   pause_after=lose_after if lose else None, on_pause=stop if lose else None)
+                                   pause_after=lose_after if lose else None, on_pause=stop_task if lose else None)
     meta = dict(trace.meta)
     for row in meta.get("variables") or shards:
         row["partitioner"] = labels.get(row["variable"], "")
