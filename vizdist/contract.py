@@ -234,17 +234,19 @@ from __future__ import annotations
 import functools
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypedDict
 
 from vizdist.errors import TraceFormatError
 
 __all__ = [
+    "JOINS",
     "KINDS", "BadResult", "BadRow", "ClosureRecord", "ClusterMeta", "CollectiveOp", "CommonMeta", "DataServiceMeta",
     "DistributedValuesMeta", "DistributionMeta", "FailedElement", "FailedReplica", "FailedStep", "LossScalingRow",
     "LostTask", "MultiWorkerMeta", "NetworkMeta", "NonfiniteOp", "NumericsMeta", "ParameterServerMeta",
     "PlacementCopy", "PlacementMeta", "PlacementOp", "ReductionMeta", "ServiceRead", "ShardComparisonMeta", "Stall",
     "StoppedWorker", "TPUCore", "TPUHost", "TPUMeta", "TimingMeta", "TraceFormatError", "infer_kind",
+    "join_reductions",
     "validate_meta",
 ]
 
@@ -661,6 +663,43 @@ class ShardComparisonMeta(CommonMeta, total=False):
 
 
 #: kind -> the TypedDict of its keys.
+def join_reductions(metas: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]] | None:
+    """One multi-worker reduction per index: every worker's inputs, results, ops and collectives together.
+
+    Each worker of a ``MultiWorkerMirroredStrategy`` run records the same
+    reductions (``meta["reductions"]``) for its own replicas; the join keeps
+    the keys they agree on (``expected``, ``call``, ...) and concatenates the
+    per-worker lists. Metas of one process each (distinct ``workers``) only; None when they do not join.
+
+    Example:
+        >>> a = {"reductions": [dict(workers=[0], inputs=[dict(replica=0)], expected=3)]}
+        >>> b = {"reductions": [dict(workers=[1], inputs=[dict(replica=1)], expected=3)]}
+        >>> r = join_reductions([a, b])[0]
+        >>> r["workers"], [i["replica"] for i in r["inputs"]], r["expected"]
+        ([0, 1], [0, 1], 3)
+    """
+    lists = [m.get("reductions") or [] for m in metas]  # missing or empty: nothing to join
+    if len(metas) < 2 or not all(lists) or len({len(x) for x in lists}) != 1:
+        return None
+    joined = []
+    for parts in zip(*lists, strict=True):
+        workers = [w for p in parts for w in p.get("workers", [])]
+        if len(workers) != len(parts) or len(set(workers)) != len(workers):
+            return None
+        entry = {k: v for k, v in parts[0].items() if all(p.get(k) == v for p in parts[1:])}
+        for key in ("workers", "inputs", "results", "ops", "collectives"):
+            entry[key] = [row for p in parts for row in p.get(key, [])]
+        entry["destinations"] = sorted({d for p in parts for d in p.get("destinations", [])})
+        joined.append(entry)
+    return joined
+
+
+
+#: Meta keys whose values differ per shard by design and *join* when ``Trace.merge`` joins the shards
+#: (every other key is kept only where all shards agree): key -> ``join(metas) -> value or None``.
+JOINS: dict[str, Callable[[Sequence[Mapping[str, Any]]], Any]] = {"reductions": join_reductions}
+
+
 KINDS: dict[str, type] = {
     "distribution": DistributionMeta,
     "multi_worker": MultiWorkerMeta,

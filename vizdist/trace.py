@@ -58,7 +58,7 @@ import pandas as pd
 from vizdist import views
 from vizdist._files import NotRegularFile, open_regular, write_file
 from vizdist._loadcheck import Limits, OverLimit, check_meta_counts, check_rows, check_table
-from vizdist.contract import KINDS, validate_meta
+from vizdist.contract import JOINS, KINDS, validate_meta
 from vizdist.errors import TraceFormatError
 
 # KINDS and validate_meta: the meta contract (vizdist/contract.py), re-exported beside SCHEMA.
@@ -312,37 +312,6 @@ def _merged_kind(traces: Sequence[Trace]) -> str:
             "(each instrument writes one kind; see vizdist.contract).")
     kind: str = kinds.pop()
     return kind
-
-
-def _joined_reductions(traces: Sequence[Trace]) -> list[dict[str, Any]] | None:
-    """One multi-worker reduction per index: every worker's inputs, results, ops and collectives together.
-
-    Each worker of a ``MultiWorkerMirroredStrategy`` run records the same
-    reductions (``meta["reductions"]``) for its own replicas; the join keeps
-    the keys they agree on (``expected``, ``call``, ...) and concatenates the
-    per-worker lists. Traces of one process each (distinct ``workers``) only.
-
-    Example:
-        >>> a = Trace.from_records(meta={"reductions": [dict(workers=[0], inputs=[dict(replica=0)], expected=3)]})
-        >>> b = Trace.from_records(meta={"reductions": [dict(workers=[1], inputs=[dict(replica=1)], expected=3)]})
-        >>> r = Trace.merge([a, b]).meta["reductions"][0]
-        >>> r["workers"], [i["replica"] for i in r["inputs"]], r["expected"]
-        ([0, 1], [0, 1], 3)
-    """
-    lists = [t.meta.get("reductions") or [] for t in traces]  # missing or empty: nothing to join
-    if len(traces) < 2 or not all(lists) or len({len(x) for x in lists}) != 1:
-        return None
-    joined = []
-    for parts in zip(*lists, strict=True):
-        workers = [w for p in parts for w in p.get("workers", [])]
-        if len(workers) != len(parts) or len(set(workers)) != len(workers):
-            return None
-        entry = {k: v for k, v in parts[0].items() if all(p.get(k) == v for p in parts[1:])}
-        for key in ("workers", "inputs", "results", "ops", "collectives"):
-            entry[key] = [row for p in parts for row in p.get(key, [])]
-        entry["destinations"] = sorted({d for p in parts for d in p.get("destinations", [])})
-        joined.append(entry)
-    return joined
 
 
 class Trace:
@@ -619,7 +588,7 @@ class Trace:
 
 def _merged_meta(traces: Sequence[Any], extra: Mapping[str, Any] | None) -> dict[str, Any]:
     """The meta of :meth:`Trace.merge` (anything with a ``.meta`` will do): keys every shard agrees on,
-    the shards' metas under ``shards``, the reductions joined."""
+    the shards' metas under ``shards``, and the keys :data:`vizdist.contract.JOINS` names joined."""
     common: dict[str, Any] = {"kind": _merged_kind(traces)}
     first = traces[0].meta
     for key, value in first.items():
@@ -631,8 +600,9 @@ def _merged_meta(traces: Sequence[Any], extra: Mapping[str, Any] | None) -> dict
     for t in traces:
         shards.extend(t.meta.get("shards", [t.meta]))
     common["shards"] = shards
-    if (reductions := _joined_reductions(traces)) is not None:
-        common["reductions"] = reductions
+    for key, join in JOINS.items():  # keys whose shards join rather than agree (contract.JOINS)
+        if (joined := join([t.meta for t in traces])) is not None:
+            common[key] = joined
     common.update(extra or {})
     return common
 
