@@ -97,7 +97,7 @@ def _record_rows(trace: Trace) -> list[dict[str, object]]:
             key = (info["dataset"], info["phase"], row["code"], row["severity"])
             seen.setdefault(key, []).append(where)
             if key not in first:
-                step = int(row["step"])  # type: ignore[call-overload]
+                step = int(row["step"])  # type: ignore[call-overload]  # pandas' row values are untyped (pandas-stubs is not a dependency)
                 row["step"] = info["steps"][step] if 0 <= step < len(info["steps"]) else -1
                 row["message"] = f"[{where}, dataset {info['dataset']}] {row['message']}"
                 first[key] = row

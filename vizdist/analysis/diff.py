@@ -107,7 +107,7 @@ def _elements(before: Trace, after: Trace) -> tuple[pd.DataFrame, pd.DataFrame, 
     moved = both[same & differs][[*cols, *(f"{c}_{s}" for c in _WHERE for s in ("before", "after"))]]
     gone = both[both["_merge"] == "left_only"][[*cols, *(f"{c}_before" for c in _WHERE)]]
     appeared = both[both["_merge"] == "right_only"][[*cols, *(f"{c}_after" for c in _WHERE)]]
-    return tuple(_ints(df.reset_index(drop=True)) for df in (moved, appeared, gone))  # type: ignore[return-value]
+    return tuple(_ints(df.reset_index(drop=True)) for df in (moved, appeared, gone))  # type: ignore[return-value]  # _ints returns list[int]; a tuple of three of them is what the signature says
 
 
 def _ints(df: pd.DataFrame) -> pd.DataFrame:

@@ -92,7 +92,7 @@ def _described_class() -> type:
     if not _DESCRIBED:
         from matplotlib.figure import Figure
 
-        class DescribedFigure(Figure):  # type: ignore[misc]
+        class DescribedFigure(Figure):  # type: ignore[misc]  # the base class comes from a package without types (Any)
             """A Figure whose repr says what vizdist drew in it."""
 
             def __repr__(self) -> str:

@@ -53,7 +53,7 @@ def split_text(layout: dict[str, Any], findings: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-class Explorer(widgets.VBox):  # type: ignore[misc]
+class Explorer(widgets.VBox):  # type: ignore[misc]  # the base class comes from a package without types (Any)
     """Step through a trace: which elements each replica got, on which device.
 
     Build it with :func:`show`. ``explorer.step`` is the step shown; set it to

@@ -191,7 +191,7 @@ def to_chrome_trace(trace: Trace, path: str | os.PathLike[str]) -> Path:
     gz = p.name.lower().endswith(".gz")
 
     def write(raw: BinaryIO) -> None:
-        out: BinaryIO = gzip.GzipFile(fileobj=raw, mode="wb") if gz else raw  # type: ignore[assignment]
+        out: BinaryIO = gzip.GzipFile(fileobj=raw, mode="wb") if gz else raw  # type: ignore[assignment]  # GzipFile is a binary file object, typed as GzipFile, not BinaryIO
         text = io.TextIOWrapper(out, encoding="utf-8")
         _write(text, events, other)
         text.flush()

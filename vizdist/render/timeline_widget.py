@@ -151,7 +151,7 @@ def _step_elements(trace: Trace, lay: TimelineLayout) -> dict[str, str]:
             for (w, s), grp in e.groupby(["worker", "step"], sort=False)}
 
 
-class Timeline(anywidget.AnyWidget):  # type: ignore[misc]
+class Timeline(anywidget.AnyWidget):  # type: ignore[misc]  # the base class comes from a package without types (Any)
     """A zoomable canvas timeline of a trace's spans. Build it with :func:`timeline`.
 
     Synced traits: ``spec`` (plain JSON, see :func:`timeline_spec`),

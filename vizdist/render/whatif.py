@@ -150,7 +150,7 @@ def timing_html(trace: Trace, previous: Trace | None = None) -> str:
     return '<div class="vizdist-whatif-timing"><b>Per step</b>' + "".join(rows) + "</div>"
 
 
-class WhatIf(widgets.VBox):  # type: ignore[misc]
+class WhatIf(widgets.VBox):  # type: ignore[misc]  # the base class comes from a package without types (Any)
     """Knobs on a live run: move one, the real pipeline runs again, the changes are marked.
 
     Args:

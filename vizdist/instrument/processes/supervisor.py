@@ -283,17 +283,17 @@ class Namespace:
         if line.strip() == "READY":
             return cls(popen), ""
         _stop_popen(popen)
-        rest = popen.stdout.read() if popen.stdout else ""  # type: ignore[union-attr]
+        rest = popen.stdout.read() if popen.stdout else ""  # type: ignore[union-attr]  # the Popen was made with PIPE: never None
         why = (line + rest).strip()[-400:] or f"the namespace holder exited with {popen.returncode}"
         return None, "; ".join([why, *userns_switches()])
 
     def close(self) -> None:
         """Stop the holder (the namespace goes away with its last process)."""
         with contextlib.suppress(OSError, ValueError):
-            self._popen.stdin.close()  # type: ignore[union-attr]
+            self._popen.stdin.close()  # type: ignore[union-attr]  # the Popen was made with PIPE: never None
         _stop_popen(self._popen)
         with contextlib.suppress(OSError, ValueError):
-            self._popen.stdout.close()  # type: ignore[union-attr]
+            self._popen.stdout.close()  # type: ignore[union-attr]  # the Popen was made with PIPE: never None
 
     def __repr__(self) -> str:
         return f"Namespace(holder pid {self.pid})"
@@ -322,7 +322,7 @@ def userns_switches(root: str = "/proc/sys") -> list[str]:
 def _read_line(popen: subprocess.Popen[str], timeout: float) -> str:
     """First line of ``popen``'s stdout, waiting at most ``timeout`` seconds."""
     out: list[str] = []
-    t = threading.Thread(target=lambda: out.append(popen.stdout.readline()), daemon=True)  # type: ignore[union-attr]
+    t = threading.Thread(target=lambda: out.append(popen.stdout.readline()), daemon=True)  # type: ignore[union-attr]  # the Popen was made with PIPE: never None
     t.start()
     t.join(timeout)
     return out[0] if out else ""

@@ -150,7 +150,7 @@ def _raise_failure(loop: Loop, strategy: tf.distribute.Strategy, partial: Trace)
     assert exc is not None
     if isinstance(exc, TracingError) or loop.error_in != "data":
         with contextlib.suppress(AttributeError, TypeError):
-            exc.partial_trace = partial  # type: ignore[attr-defined]
+            exc.partial_trace = partial  # type: ignore[attr-defined]  # any exception may carry the partial trace: an attribute set at run time
         if loop.error_in == "step_fn" and hasattr(exc, "add_note"):
             exc.add_note(f"vizdist: raised by step_fn at step {loop.steps_run}; the {loop.steps_run} steps "
                          "recorded before it are in this exception's .partial_trace")
@@ -250,14 +250,14 @@ def trace_distribution(
         return trace_values(check_strategy(strategy), dataset)
     strategy = check_call(strategy, dataset, dataset_fn, options, step_fn, iteration, timing, timeout)
     steps = check_count(steps, "steps", none="for all")
-    max_steps = check_count(max_steps, "max_steps")  # type: ignore[assignment]
+    max_steps = check_count(max_steps, "max_steps")  # type: ignore[assignment]  # check_count returns int | None, and never None for max_steps (no none= given)
     _check_placement(placement)
     api = "experimental_distribute_dataset" if dataset is not None else "distribute_datasets_from_function"
     with engine.Run(strategy, api=api, observers=observers_for(timing=timing, placement=placement)) as run:
         meta = base_meta(strategy, api)
         meta.update(iteration=iteration, options=options_dict(options), steps_requested=steps)
         inp = (distribute_dataset(strategy, dataset, options, steps) if dataset is not None
-               else distribute_function(strategy, dataset_fn, options, steps))  # type: ignore[arg-type]
+               else distribute_function(strategy, dataset_fn, options, steps))  # type: ignore[arg-type]  # dataset_fn is not None here (check_call made sure one of the two is given)
         meta.update(input_meta(inp, inp.dist))
         reader = run.attach(StepReader(strategy, info=inp.info, tagged=inp.tagged, ids_in_values=inp.ids_in_values),
                             source=(dataset, dataset_fn, meta.get("input_contexts")))

@@ -227,7 +227,7 @@ class TaggingFn:
                 "element_spec": str(self.specs[0] if self.specs else None),
                 "global_batch_size": per_pipeline * strategy.num_replicas_in_sync if per_pipeline else None}
         cards = self.cards
-        known = min(cards) if cards and all(c is not None for c in cards) else None  # type: ignore[type-var]
+        known = min(cards) if cards and all(c is not None for c in cards) else None  # type: ignore[type-var]  # all(c is not None) narrows the list, which mypy cannot see
         return info, meta, known
 
 

@@ -215,7 +215,7 @@ class _Feed:
         """Runs on each replica inside ``experimental_run``: strip the tag, call the user's step."""
         tag, value = untag(element) if self.tagged else (None, element)
         try:
-            out = self.step_fn(value)  # type: ignore[misc]
+            out = self.step_fn(value)  # type: ignore[misc]  # step_fn is Optional on the class; this path runs only when it is set
         except AttributeError as exc:
             self.failed_in = "step_fn"
             for name in REMOVED_TF1_METHODS:
@@ -445,7 +445,7 @@ def trace_tf1(
     _check_session(session, not tf.executing_eagerly())
     _check_knobs(step_fn, timeout)
     steps = check_count(steps, "steps", none="for all")
-    max_steps = check_count(max_steps, "max_steps")  # type: ignore[assignment]
+    max_steps = check_count(max_steps, "max_steps")  # type: ignore[assignment]  # check_count returns int | None, and never None for max_steps (no none= given)
     graph = _graph_of(dataset, session)
     with deprecation.silence():
         return _trace_tf1(strategy, dataset, input_fn, step_fn, steps, session, graph, max_steps=max_steps,

@@ -89,14 +89,14 @@ class _OptionalMixin:
     __slots__ = ()
 
     def get_value(self, name: str | None = None) -> Any:
-        return _strip(self._vizdist, _up(self).get_value(self, name))  # type: ignore[misc]
+        return _strip(self._vizdist, _up(self).get_value(self, name))  # type: ignore[misc]  # the TF base class is picked at run time (_up): mypy cannot type the unbound call
 
     element_spec = property(lambda self: _user_spec(self._vizdist, self._element_spec),
                             doc="The value part of TF's spec: what the user's code gets.")
 
     @property
     def _type_spec(self) -> Any:
-        return _respec(optional_ops.OptionalSpec(self._element_spec),  # type: ignore[attr-defined]
+        return _respec(optional_ops.OptionalSpec(self._element_spec),  # type: ignore[attr-defined]  # TF's private attribute of the class this one extends at run time
                        classes(self._vizdist)["optional_spec"])
 
 
@@ -120,18 +120,18 @@ class _IteratorMixin:
 
     def get_next(self, name: str | None = None) -> Any:
         self._vizdist.before_read()
-        return _strip(self._vizdist, _up(self).get_next(self, name))  # type: ignore[misc]
+        return _strip(self._vizdist, _up(self).get_next(self, name))  # type: ignore[misc]  # the TF base class is picked at run time (_up): mypy cannot type the unbound call
 
     def get_next_as_optional(self) -> Any:
         self._vizdist.before_read()
-        return _stripping(self._vizdist, _up(self).get_next_as_optional(self))  # type: ignore[misc]
+        return _stripping(self._vizdist, _up(self).get_next_as_optional(self))  # type: ignore[misc]  # the TF base class is picked at run time (_up): mypy cannot type the unbound call
 
     element_spec = property(lambda self: _user_spec(self._vizdist, _up(self).element_spec.__get__(self)),
                             doc="The value part of TF's spec: what the user's code gets.")
 
     @property
     def _type_spec(self) -> Any:
-        spec = _up(self)._type_spec.__get__(self)  # type: ignore[misc]
+        spec = _up(self)._type_spec.__get__(self)  # type: ignore[misc]  # the TF base class is picked at run time (_up): mypy cannot type the unbound call
         return _respec(spec, classes(self._vizdist)["iterator_spec"])
 
 
@@ -140,7 +140,7 @@ class _DatasetMixin:
     __slots__ = ()
 
     def __iter__(self) -> Any:
-        it = _up(self).__iter__(self)  # type: ignore[misc]
+        it = _up(self).__iter__(self)  # type: ignore[misc]  # the TF base class is picked at run time (_up): mypy cannot type the unbound call
         it.__class__ = classes(self._vizdist)["iterator"]
         _pass_marker(self._vizdist)
         return it
@@ -149,7 +149,7 @@ class _DatasetMixin:
 
     @property
     def _type_spec(self) -> Any:
-        spec = _up(self)._type_spec.__get__(self)  # type: ignore[misc]
+        spec = _up(self)._type_spec.__get__(self)  # type: ignore[misc]  # the TF base class is picked at run time (_up): mypy cannot type the unbound call
         name = "dataset_spec" if isinstance(self, input_lib.DistributedDataset) else "function_spec"
         return _respec(spec, classes(self._vizdist)[name])
 
@@ -162,24 +162,24 @@ class _OwnedIteratorMixin:
 
     def _next_internal(self) -> Any:
         self._vizdist.before_read()
-        return _strip(self._vizdist, _up(self)._next_internal(self))  # type: ignore[misc]
+        return _strip(self._vizdist, _up(self)._next_internal(self))  # type: ignore[misc]  # the TF base class is picked at run time (_up): mypy cannot type the unbound call
 
     def get_next_as_optional(self) -> Any:
-        sink, tagged = self._vizdist, self._element_spec  # type: ignore[attr-defined]
+        sink, tagged = self._vizdist, self._element_spec  # type: ignore[attr-defined]  # TF's private attribute of the class this one extends at run time
         sink.before_read()
-        with ops.colocate_with(self._iterator_resource):  # type: ignore[attr-defined]
+        with ops.colocate_with(self._iterator_resource):  # type: ignore[attr-defined]  # TF's private attribute of the class this one extends at run time
             opt = optional_ops._OptionalImpl(gen_dataset_ops.iterator_get_next_as_optional(
-                self._iterator_resource, output_types=structure.get_flat_tensor_types(tagged),  # type: ignore[attr-defined]
+                self._iterator_resource, output_types=structure.get_flat_tensor_types(tagged),  # type: ignore[attr-defined]  # TF's private attribute of the class this one extends at run time
                 output_shapes=structure.get_flat_tensor_shapes(tagged)), tagged)
         return _stripping(sink, opt)
 
     @property
     def element_spec(self) -> Any:
-        return _user_spec(self._vizdist, self._element_spec)  # type: ignore[attr-defined]
+        return _user_spec(self._vizdist, self._element_spec)  # type: ignore[attr-defined]  # TF's private attribute of the class this one extends at run time
 
     @property
     def _type_spec(self) -> Any:
-        return _respec(iterator_ops.IteratorSpec(self._element_spec),  # type: ignore[attr-defined]
+        return _respec(iterator_ops.IteratorSpec(self._element_spec),  # type: ignore[attr-defined]  # TF's private attribute of the class this one extends at run time
                        classes(self._vizdist)["owned_spec"])
 
 
@@ -192,7 +192,7 @@ class _PlainDatasetMixin:
 
     def __iter__(self) -> Any:
         if not (tf.executing_eagerly() or ops.get_default_graph().building_function):
-            return _up(self).__iter__(self)  # type: ignore[misc]
+            return _up(self).__iter__(self)  # type: ignore[misc]  # the TF base class is picked at run time (_up): mypy cannot type the unbound call
         it = iterator_ops.OwnedIterator(self._vizdist_source)
         it.__class__ = classes(self._vizdist)["owned"]
         _pass_marker(self._vizdist)
@@ -226,15 +226,15 @@ class _SpecMixin:
 
     @property
     def value_type(self) -> type:
-        return classes(self._vizdist)[self._value_kind]  # type: ignore[no-any-return]
+        return classes(self._vizdist)[self._value_kind]  # type: ignore[no-any-return]  # classes() returns TF classes picked at run time
 
     def _from_components(self, components: Any) -> Any:
-        value = _up(self)._from_components(self, components)  # type: ignore[misc]
+        value = _up(self)._from_components(self, components)  # type: ignore[misc]  # the TF base class is picked at run time (_up): mypy cannot type the unbound call
         value.__class__ = classes(self._vizdist)[self._value_kind]
         return value
 
     def _serialize(self) -> Any:
-        return (*_up(self)._serialize(self), "vizdist", self._vizdist.key)  # type: ignore[misc]
+        return (*_up(self)._serialize(self), "vizdist", self._vizdist.key)  # type: ignore[misc]  # the TF base class is picked at run time (_up): mypy cannot type the unbound call
 
     @classmethod
     def _deserialize(cls, serialization: Any) -> Any:
@@ -269,7 +269,7 @@ def classes(sink: StepSink) -> dict[str, type]:
     made: dict[str, type] | None = getattr(sink, "_vizdist_classes", None)
     if made is None:  # kept on the sink: they live as long as it does, and no longer
         made = _make_classes(sink)
-        sink._vizdist_classes = made  # type: ignore[attr-defined]
+        sink._vizdist_classes = made  # type: ignore[attr-defined]  # the classes made for a recorded dataset live on its sink (set here, read by classes())
     return made
 
 
