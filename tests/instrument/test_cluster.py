@@ -305,6 +305,25 @@ def test_keyboard_interrupt_kills_every_process() -> None:
     cluster.close()
 
 
+def _detach_sleeps(ctx: WorkerContext, token: str) -> list[int]:
+    from vizdist.instrument._demo_child import detached_sleeps
+
+    return detached_sleeps(token)
+
+
+@pytest.mark.slow
+def test_processes_the_function_detaches_do_not_outlive_the_run() -> None:
+    """A sleep in a session of its own and a double-forked one, started by the user's function, end with the run."""
+    from tests.instrument.test_supervisor import still_running
+
+    token = f"{time.time() % 1000 + 300:.6f}"  # a unique command line: pids may be reused
+    with LocalCluster(workers=1, **FAST) as cluster:
+        trace = cluster.run(_detach_sleeps, token)
+    pids = trace.meta["results"]["worker-0"]
+    assert len(pids) == 2
+    assert still_running(pids, ["sleep", token]) == []
+
+
 def test_docstring_examples_run() -> None:
     import doctest
 

@@ -540,8 +540,9 @@ class LocalCluster:
         seen = read_listen_files(job)  # tasks that ran your function wrote theirs when it returned
         for c in run.sup.children if run else []:
             task = "{}:{}".format(*run.tasks[c.name])
-            if c.alive() and task not in seen:  # servers only: read them now
-                seen[task] = sockets(c.pid)
+            main = c.main_pid if c.alive() else None
+            if main is not None and task not in seen:  # servers only: read them now
+                seen[task] = sockets(main)
         return {"cluster": {"mode": self.mode, "workers": self.workers, "ps": self.ps, "chief": self.layout["chief"]},
                 "network": network_meta(run.addresses if run else {}, seen=seen, isolated=bool(self.isolated),
                                         resolver="TF_CONFIG")}
