@@ -130,6 +130,41 @@ def test_a_detached_grandchild_does_not_outlive_the_child(tmp_path: Path) -> Non
         assert still_running(pids, ["sleep", token]) == []
 
 
+_WATCHER = r"""
+import os, signal, sys
+from vizdist.instrument.supervisor import FolderJanitor
+janitor = FolderJanitor()
+for folder in sys.argv[1:]:
+    janitor.watch(folder)
+janitor.forget(sys.argv[1])
+print(janitor._popen.pid, flush=True)
+sys.stdin.readline()
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_the_janitor_removes_watched_folders_when_their_process_is_killed(tmp_path: Path) -> None:
+    """SIGKILL runs no clean-up in the process: its janitor removes the folders, but one whose logs were kept."""
+    gone, kept, forgotten = (tmp_path / n for n in ("gone", "kept", "forgotten"))
+    for d in (gone, kept, forgotten):
+        (d / "sub").mkdir(parents=True)
+        (d / "sub" / "log.txt").write_text("x")
+    (kept / sv.KEEP_FILE).touch()
+    proc = subprocess.Popen([sys.executable, "-c", _WATCHER, str(forgotten), str(gone), str(kept)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=sv.vizdist_root()))
+    janitor = psutil.Process(int(proc.stdout.readline()))  # type: ignore[union-attr]
+    proc.stdin.write("go\n")  # type: ignore[union-attr]
+    proc.stdin.flush()  # type: ignore[union-attr]
+    assert proc.wait(timeout=30) == -9
+    try:
+        janitor.wait(timeout=30)
+    except psutil.TimeoutExpired:
+        janitor.kill()
+        raise
+    assert not gone.exists() and (kept / "sub" / "log.txt").exists() and (forgotten / "sub").exists()
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="network namespaces are Linux-only")
 def test_namespace_has_only_loopback(tmp_path: Path) -> None:
     ns, why = sv.Namespace.start()

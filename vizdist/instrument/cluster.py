@@ -55,6 +55,7 @@ from vizdist.instrument.shards import (  # noqa: F401  (moved; re-exported for o
 from vizdist.instrument.supervisor import (
     KEEP_FILE,
     Child,
+    FolderJanitor,
     Namespace,
     Supervisor,
     check_count,
@@ -307,8 +308,9 @@ class LocalCluster:
         self.isolated: bool | None = None
         self._run: _Run | None = None
         self._dirs: list[Path] = []
+        self._janitor: list[FolderJanitor] = []  # one, from the first run: removes the folders if we die
         # The job folders go when this object does, closed or not (by exact path; kept logs stay).
-        self._remove_dirs = weakref.finalize(self, _remove_folders, self._dirs)
+        self._remove_dirs = weakref.finalize(self, _remove_folders, self._dirs, self._janitor)
         self.job_dir: Path | None = None
         self.logs: dict[str, str] = {}
         if self.isolate:  # refuse now, where nothing has started yet, rather than at the first run
@@ -415,8 +417,11 @@ class LocalCluster:
         """
         payload = pickle_job(fn, args, kwargs)
         self._stop_run()
+        if not self._janitor:
+            self._janitor.append(FolderJanitor())
         job = temp_folder("vizdist-cluster-")
         self._dirs.append(job)
+        self._janitor[0].watch(job)
         self.job_dir = job
         deadline = time.monotonic() + self.timeout
         ns = start_namespace("LocalCluster", self.isolate)
@@ -606,7 +611,7 @@ class LocalCluster:
         A folder whose logs an error pointed at is kept (the error names it).
         """
         self._stop_run()
-        _remove_folders(self._dirs)
+        _remove_folders(self._dirs, self._janitor)
 
     def __enter__(self) -> LocalCluster:
         return self
@@ -622,12 +627,16 @@ class LocalCluster:
         return f"LocalCluster(workers={self.workers}, ps={self.ps}, timeout={self.timeout:g})"
 
 
-def _remove_folders(folders: list[Path]) -> None:
-    """Delete each folder (but those whose logs an error named: they hold :data:`KEEP_FILE`) and empty the list."""
+def _remove_folders(folders: list[Path], janitors: list[FolderJanitor]) -> None:
+    """Delete each folder (but those whose logs an error named: they hold :data:`KEEP_FILE`), empty the
+    list, and end the janitors (which would have removed them had this process died first)."""
     for d in folders:
         if not (d / KEEP_FILE).exists():
             shutil.rmtree(d, ignore_errors=True)
     folders.clear()
+    for janitor in janitors:
+        janitor.close()
+    janitors.clear()
 
 
 def pickle_job(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], *,

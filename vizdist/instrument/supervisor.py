@@ -66,6 +66,7 @@ from vizdist.instrument import jobfiles
 
 __all__ = [
     "Child",
+    "FolderJanitor",
     "Namespace",
     "Supervisor",
     "check_count",
@@ -325,6 +326,84 @@ def report(stage: str) -> None:
     if not path:
         return
     write_file(path, stage)
+
+
+# -- folders that must go if this process dies --------------------------------------------------
+# The janitor: reads "+ PATH" (watch) / "- PATH" (forget) / "q" (quit) lines on stdin. When this process
+# dies (stdin closes, or its parent changes), it removes every watched folder that holds no KEEP file,
+# retrying for up to 30 s while the keepers end the processes that may still write there.
+_JANITOR = r"""
+import os, select, shutil, sys, time
+parent, keep = int(sys.argv[1]), sys.argv[2]
+folders, buf = set(), b""
+while True:
+    orphaned = os.getppid() != parent  # then read only what was written before it died
+    if not select.select([0], [], [], 0 if orphaned else 0.25)[0]:
+        if orphaned:
+            break
+        continue
+    chunk = os.read(0, 65536)
+    if not chunk:
+        break
+    *lines, buf = (buf + chunk).split(b"\n")
+    for line in lines:
+        if line == b"q":
+            sys.exit(0)
+        path = os.fsdecode(line[2:])
+        folders.add(path) if line[:1] == b"+" else folders.discard(path)
+end = time.monotonic() + 30
+while folders and time.monotonic() < end:
+    for f in sorted(folders):
+        if os.path.lexists(os.path.join(f, keep)) or not os.path.lexists(f):
+            folders.discard(f)
+        else:
+            shutil.rmtree(f, ignore_errors=True)
+    time.sleep(0.1)
+"""
+
+
+class FolderJanitor:
+    """A small process that removes the folders it watches if this process dies without removing them.
+
+    A process killed with SIGKILL (or SIGTERM, whose default action kills it too) runs no clean-up;
+    the janitor notices (its stdin closes, its parent changes) and removes every watched folder but
+    those holding :data:`KEEP_FILE` (their logs were named in an error). It runs in a session of its
+    own, so a Ctrl-C or a signal sent to this process's group does not stop it first.
+    :meth:`close` ends it without removing anything.
+
+    Example:
+        >>> janitor = FolderJanitor()
+        >>> folder = temp_folder("vizdist-doc-")
+        >>> janitor.watch(folder)
+        >>> janitor.forget(folder); folder.rmdir(); janitor.close()
+    """
+
+    def __init__(self) -> None:
+        self._popen = subprocess.Popen(
+            [sys.executable, "-P", "-c", _JANITOR, str(os.getpid()), KEEP_FILE], stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, cwd="/")
+
+    def _send(self, line: bytes) -> None:
+        with contextlib.suppress(OSError, ValueError):  # gone already: close() or a dead janitor
+            self._popen.stdin.write(line + b"\n")  # type: ignore[union-attr]
+            self._popen.stdin.flush()  # type: ignore[union-attr]
+
+    def watch(self, folder: str | os.PathLike[str]) -> None:
+        """Remove ``folder`` if this process dies before :meth:`forget` or :meth:`close`."""
+        self._send(b"+ " + os.fsencode(folder))
+
+    def forget(self, folder: str | os.PathLike[str]) -> None:
+        """Stop watching ``folder`` (this process removed it, or keeps it on purpose)."""
+        self._send(b"- " + os.fsencode(folder))
+
+    def close(self) -> None:
+        """End the janitor (bounded); it removes nothing."""
+        self._send(b"q")
+        with contextlib.suppress(OSError, ValueError):
+            self._popen.stdin.close()  # type: ignore[union-attr]
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._popen.wait(timeout=5)
+        _stop_popen(self._popen)
 
 
 # -- the private network namespace ----------------------------------------------------------
