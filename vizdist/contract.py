@@ -176,8 +176,9 @@ Placement keys (``distribution`` / ``multi_worker``; written only when asked,
   ``DistributedValues``): each component's ``replica``, ``device``, ``value``.
 
 ``parameter_server`` keys (:class:`ParameterServerMeta`):
-``num_ps`` (int or null), ``steps_scheduled`` (int), ``steps_run`` (int:
-closures that finished), ``step_workers`` (list of int: the worker whose run
+``num_ps`` (int or null), ``steps_requested`` (int: closures asked for),
+``steps_scheduled`` (int: fewer when ``schedule`` raised an earlier closure's
+error, after which none is scheduled), ``steps_run`` (int: closures that finished), ``step_workers`` (list of int: the worker whose run
 of each scheduled closure counted, -1 for none), ``closures`` (list of
 :class:`ClosureRecord`, one per ``schedule`` call in order: ``closure``,
 ``worker``, ``status`` (``done``, ``failed``, ``cancelled``, ``pending``),
@@ -191,7 +192,7 @@ error, t_start_ns, t_end_ns}``; ``outcome`` is ``done``, ``failed``,
 ``{worker, type, status}`` per worker's iterator ``RemoteValue``),
 ``remote_values`` (dict: type names of the coordinator's remote objects),
 ``input_contexts`` (list of dict), ``pipeline`` (list), ``stopped`` (str:
-``done``, ``error`` (``join`` raised), ``timeout``), ``timeout_s`` (number),
+``done``, ``error`` (``join`` or ``schedule`` raised), ``timeout``), ``timeout_s`` (number),
 ``interventions`` (list of dict: what the caller did part-way, e.g.
 ``{stopped_task, after_closures, t_ns}``), ``variables`` (list of dict: one
 per variable shard: ``variable``, ``partitioner``, ``shard``, ``shards``,
@@ -612,6 +613,7 @@ class ParameterServerMeta(CommonMeta, total=False):
     """``kind == "parameter_server"``: steps scheduled by a ``ClusterCoordinator``."""
 
     num_ps: int | None
+    steps_requested: int
     steps_scheduled: int
     steps_run: int
     step_workers: list[int]

@@ -6,6 +6,7 @@ that no process it started is left behind.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -305,6 +306,25 @@ def test_keyboard_interrupt_kills_every_process() -> None:
     cluster.close()
 
 
+def _detach_sleeps(ctx: WorkerContext, token: str) -> list[int]:
+    from vizdist.instrument.processes._demo_child import detached_sleeps
+
+    return detached_sleeps(token)
+
+
+@pytest.mark.slow
+def test_processes_the_function_detaches_do_not_outlive_the_run() -> None:
+    """A sleep in a session of its own and a double-forked one, started by the user's function, end with the run."""
+    from tests.instrument.test_supervisor import still_running
+
+    token = f"{time.time() % 1000 + 300:.6f}"  # a unique command line: pids may be reused
+    with LocalCluster(workers=1, **FAST) as cluster:
+        trace = cluster.run(_detach_sleeps, token)
+    pids = trace.meta["results"]["worker-0"]
+    assert len(pids) == 2
+    assert still_running(pids, ["sleep", token]) == []
+
+
 def test_docstring_examples_run() -> None:
     import doctest
 
@@ -366,6 +386,76 @@ def test_workers_exit_when_the_launching_process_is_killed(tmp_path: Path) -> No
         if launcher.poll() is None:
             launcher.kill()
             launcher.wait(timeout=10)
+
+
+_DRIVER = r"""
+import sys
+from vizdist.instrument.processes.cluster import LocalCluster
+
+def detach_and_wait(ctx, state, token):
+    import json, os, time
+    from vizdist.instrument.processes._demo_child import detached_sleeps
+
+    doc = json.dumps({"job": ctx.job_dir, "sleeps": detached_sleeps(token)})
+    with open(state + ".tmp", "w") as fh:
+        fh.write(doc)
+    os.rename(state + ".tmp", state)
+    time.sleep(600)
+
+with LocalCluster(workers=1, timeout=300, progress=False) as cluster:
+    cluster.run(detach_and_wait, sys.argv[1], sys.argv[2])
+"""
+
+
+def _gone(procs: list[Any]) -> bool:
+    import psutil
+
+    def running(p: Any) -> bool:  # is_running() compares the start time too: a reused pid does not count
+        try:
+            return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+    return not any(running(p) for p in procs)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
+def test_a_killed_driver_leaves_no_process_and_no_job_folder(tmp_path: Path, sig: str) -> None:
+    """Kill the process that opened a LocalCluster mid-run: its workers, what they detached, the
+    janitor, and the job folder (job file, logs, status files) all go within a bounded time."""
+    import signal
+    import sys
+
+    import psutil
+
+    script, state = tmp_path / "driver.py", tmp_path / "state.json"
+    script.write_text(_DRIVER)
+    token = f"{time.time() % 1000 + 300:.6f}"  # the detached sleeps' unique command line
+    env = dict(os.environ, TMPDIR=str(tmp_path))  # the job folder is made under tmp_path
+    driver = subprocess.Popen([sys.executable, str(script), str(state), token], cwd=os.getcwd(), env=env)
+    tree: list[Any] = []
+    try:
+        deadline = time.monotonic() + 150
+        while not state.exists() and driver.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        doc = json.loads(state.read_text())
+        job = Path(doc["job"])
+        tree = psutil.Process(driver.pid).children(recursive=True)
+        assert set(doc["sleeps"]) <= {p.pid for p in tree} and job.is_dir() and job.is_relative_to(tmp_path)
+        assert len(tree) >= 5, tree  # janitor, namespace holder, keeper, worker, two sleeps
+        driver.send_signal(getattr(signal, sig))
+        driver.wait(timeout=30)
+        deadline = time.monotonic() + 40
+        while not (_gone(tree) and not job.exists()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _gone(tree), [p for p in tree if not _gone([p])]
+        assert not job.exists(), sorted(p.name for p in job.iterdir())
+    finally:
+        for p in [psutil.Process(driver.pid), *tree] if driver.poll() is None else tree:
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+        driver.wait(timeout=30)
 
 
 # -- input bounds and network isolation ------------------------------------------------------

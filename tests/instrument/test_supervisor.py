@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -95,6 +96,75 @@ def test_wait_is_bounded_and_kill_takes_the_whole_tree(tmp_path: Path) -> None:
     assert not grandchild.is_running() or grandchild.status() == psutil.STATUS_ZOMBIE
 
 
+def still_running(pids: list[int], cmdline: list[str], *, timeout: float = 30.0) -> list[int]:
+    """Those of ``pids`` still running ``cmdline`` (zombies do not count) after waiting up to ``timeout`` s.
+
+    Those are then killed (by pid, checked against ``cmdline``), so a failing test leaves nothing behind.
+    """
+    def running(pid: int) -> bool:
+        try:
+            p = psutil.Process(pid)
+            return p.status() != psutil.STATUS_ZOMBIE and p.cmdline() == cmdline
+        except psutil.Error:
+            return False
+
+    end = time.monotonic() + timeout
+    while any(running(p) for p in pids) and time.monotonic() < end:
+        time.sleep(0.1)
+    left = [p for p in pids if running(p)]
+    for p in left:
+        with contextlib.suppress(psutil.Error):
+            psutil.Process(p).kill()
+    return left
+
+
+def test_a_detached_grandchild_does_not_outlive_the_child(tmp_path: Path) -> None:
+    """A child that starts a sleep in its own session and a double-forked one, then exits: both go."""
+    token = f"{time.time() % 1000 + 300:.6f}"  # a unique command line: pids may be reused
+    with sv.Supervisor(tmp_path / "run", label="t") as sup:
+        child = sup.spawn("detacher", "vizdist.instrument.processes._demo_child", ["detached", token])
+        assert sup.wait_exit(child, timeout=60) == 0, sup.log_tail(child)
+        pids = json.loads(sup.log_tail(child).splitlines()[-1])
+        assert len(pids) == 2
+        # gone once the child has ended, before close(): its keeper ended them
+        assert still_running(pids, ["sleep", token]) == []
+
+
+_WATCHER = r"""
+import os, signal, sys
+from vizdist.instrument.processes.supervisor import FolderJanitor
+janitor = FolderJanitor()
+for folder in sys.argv[1:]:
+    janitor.watch(folder)
+janitor.forget(sys.argv[1])
+print(janitor._popen.pid, flush=True)
+sys.stdin.readline()
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_the_janitor_removes_watched_folders_when_their_process_is_killed(tmp_path: Path) -> None:
+    """SIGKILL runs no clean-up in the process: its janitor removes the folders, but one whose logs were kept."""
+    gone, kept, forgotten = (tmp_path / n for n in ("gone", "kept", "forgotten"))
+    for d in (gone, kept, forgotten):
+        (d / "sub").mkdir(parents=True)
+        (d / "sub" / "log.txt").write_text("x")
+    (kept / sv.KEEP_FILE).touch()
+    proc = subprocess.Popen([sys.executable, "-c", _WATCHER, str(forgotten), str(gone), str(kept)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=sv.vizdist_root()))
+    janitor = psutil.Process(int(proc.stdout.readline()))  # type: ignore[union-attr]
+    proc.stdin.write("go\n")  # type: ignore[union-attr]
+    proc.stdin.flush()  # type: ignore[union-attr]
+    assert proc.wait(timeout=30) == -9
+    try:
+        janitor.wait(timeout=30)
+    except psutil.TimeoutExpired:
+        janitor.kill()
+        raise
+    assert not gone.exists() and (kept / "sub" / "log.txt").exists() and (forgotten / "sub").exists()
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="network namespaces are Linux-only")
 def test_namespace_has_only_loopback(tmp_path: Path) -> None:
     ns, why = sv.Namespace.start()
@@ -118,7 +188,7 @@ h = subprocess.Popen([sys.executable, "-P", "-c", HOLDER], stdin=subprocess.PIPE
 assert h.stdout.readline().strip() == "READY", "holder failed"
 import os
 env = dict(os.environ, PYTHONPATH=folder)
-r = subprocess.run([sys.executable, "-P", "-c", BOOT, str(h.pid), str(os.getpid()), "1", "nscheck"],
+r = subprocess.run([sys.executable, "-P", "-c", BOOT, str(h.pid), str(os.getpid()), "nscheck"],
                    capture_output=True, text=True, env=env, timeout=60)
 h.stdin.close(); h.wait(10)
 print(r.stdout.strip().splitlines()[-1] if r.stdout.strip() else "STDERR " + r.stderr)

@@ -170,7 +170,7 @@ def test_data_service_topology_matches_the_running_processes() -> None:
     with vizdist.LocalDataService(workers=2, progress=False) as service:
         trace = service.trace(tf.data.Dataset.range(10), processing_mode="distributed_epoch", progress=False)
         probe = _probe_service(service)
-        host = service._host.pid
+        host = service._host.main_pid
         children = [c.pid for c in service._sup.children]
         netns = {os.readlink(f"/proc/{p}/ns/net") for p in children}
         addresses = {"dispatcher": [service.address], "data_worker": list(service.worker_addresses)}

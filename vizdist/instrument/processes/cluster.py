@@ -57,6 +57,7 @@ from vizdist.instrument.processes.supervisor import (
     DEFAULT_TIMEOUT,
     KEEP_FILE,
     Child,
+    FolderJanitor,
     Namespace,
     Supervisor,
     check_count,
@@ -308,8 +309,9 @@ class LocalCluster:
         self.isolated: bool | None = None
         self._run: _Run | None = None
         self._dirs: list[Path] = []
+        self._janitor: list[FolderJanitor] = []  # one, from the first run: removes the folders if we die
         # The job folders go when this object does, closed or not (by exact path; kept logs stay).
-        self._remove_dirs = weakref.finalize(self, _remove_folders, self._dirs)
+        self._remove_dirs = weakref.finalize(self, _remove_folders, self._dirs, self._janitor)
         self.job_dir: Path | None = None
         self.logs: dict[str, str] = {}
         if self.isolate:  # refuse now, where nothing has started yet, rather than at the first run
@@ -416,8 +418,11 @@ class LocalCluster:
         """
         payload = pickle_job(fn, args, kwargs)
         self._stop_run()
+        if not self._janitor:
+            self._janitor.append(FolderJanitor())
         job = temp_folder("vizdist-cluster-")
         self._dirs.append(job)
+        self._janitor[0].watch(job)
         self.job_dir = job
         deadline = time.monotonic() + self.timeout
         ns = start_namespace("LocalCluster", self.isolate)
@@ -541,8 +546,9 @@ class LocalCluster:
         seen = read_listen_files(job)  # tasks that ran your function wrote theirs when it returned
         for c in run.sup.children if run else []:
             task = "{}:{}".format(*run.tasks[c.name])
-            if c.alive() and task not in seen:  # servers only: read them now
-                seen[task] = sockets(c.pid)
+            main = c.main_pid if c.alive() else None
+            if main is not None and task not in seen:  # servers only: read them now
+                seen[task] = sockets(main)
         return {"cluster": {"mode": self.mode, "workers": self.workers, "ps": self.ps, "chief": self.layout["chief"]},
                 "network": network_meta(run.addresses if run else {}, seen=seen, isolated=bool(self.isolated),
                                         resolver="TF_CONFIG")}
@@ -606,7 +612,7 @@ class LocalCluster:
         A folder whose logs an error pointed at is kept (the error names it).
         """
         self._stop_run()
-        _remove_folders(self._dirs)
+        _remove_folders(self._dirs, self._janitor)
 
     def __enter__(self) -> LocalCluster:
         return self
@@ -622,12 +628,16 @@ class LocalCluster:
         return f"LocalCluster(workers={self.workers}, ps={self.ps}, timeout={self.timeout:g})"
 
 
-def _remove_folders(folders: list[Path]) -> None:
-    """Delete each folder (but those whose logs an error named: they hold :data:`KEEP_FILE`) and empty the list."""
+def _remove_folders(folders: list[Path], janitors: list[FolderJanitor]) -> None:
+    """Delete each folder (but those whose logs an error named: they hold :data:`KEEP_FILE`), empty the
+    list, and end the janitors (which would have removed them had this process died first)."""
     for d in folders:
         if not (d / KEEP_FILE).exists():
             shutil.rmtree(d, ignore_errors=True)
     folders.clear()
+    for janitor in janitors:
+        janitor.close()
+    janitors.clear()
 
 
 def pickle_job(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], *,

@@ -11,9 +11,16 @@ their processes through a :class:`Supervisor`:
   ``"running"``, ``"done"``, ``"failed"``), which writes its status file
   atomically; the parent polls those files with a deadline
   (:meth:`Supervisor.wait`), so every wait is bounded;
-* **exit on parent death**: the boot code sets ``PR_SET_PDEATHSIG`` (Linux)
-  and also polls ``getppid()`` as a fallback, so no child outlives a parent
-  killed with SIGKILL;
+* **a keeper per child**: the process started stays a small *keeper* that
+  forks the real child. On Linux it is a child subreaper
+  (``PR_SET_CHILD_SUBREAPER``), so every process of the child's tree that is
+  orphaned (a double fork, a detached ``start_new_session`` process) becomes
+  its own child; when the child ends, however it ends, the keeper kills every
+  process left in its tree before it exits (with the child's exit code or
+  signal). :attr:`Child.main_pid` is the real child;
+* **exit on parent death**: the keeper polls ``getppid()`` every 50 ms; when
+  the parent is gone (even killed with SIGKILL) it kills its whole tree and
+  exits. The real child also dies with its keeper (``PR_SET_PDEATHSIG``);
 * **tree kill**: SIGTERM, then SIGKILL to each child's process group and
   every descendant (``psutil``);
 * **logs kept**: a failure text built by :meth:`Supervisor.failure_text`
@@ -60,6 +67,7 @@ from vizdist.instrument.processes import jobfiles
 __all__ = [
     "DEFAULT_TIMEOUT",
     "Child",
+    "FolderJanitor",
     "Namespace",
     "Supervisor",
     "check_count",
@@ -81,11 +89,16 @@ STATUS_ENV = "VIZDIST_STATUS_FILE"
 KEEP_FILE = ".vizdist-keep"
 
 # Runs first in every child, before anything that could start a thread (joining a user namespace
-# needs a single-threaded process). argv: NETNS_PID|- PARENT_PID PDEATHSIG(0/1) MODULE ARGS...
+# needs a single-threaded process). argv: NETNS_PID|- PARENT_PID MODULE ARGS...
+# The process started stays a small *keeper*: it forks the real child (which runs MODULE), and, as a
+# child subreaper (Linux), inherits every process of that child's tree that is orphaned, double-forked
+# or detached included. When the child ends, or the parent dies (checked every 50 ms), it kills every
+# process left in its tree, then exits as the child did (same code, or same signal).
 _BOOT = r"""
-import ctypes, os, sys, threading, time
+import ctypes, os, signal, sys, threading, time
 libc = ctypes.CDLL(None, use_errno=True)
-holder, parent, deathsig = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+holder, parent = sys.argv[1], int(sys.argv[2])
+linux = sys.platform.startswith("linux")
 if holder != "-":
     for ns, flag in (("user", 0x10000000), ("net", 0x40000000)):
         fd = os.open(f"/proc/{holder}/ns/{ns}", os.O_RDONLY)
@@ -93,18 +106,88 @@ if holder != "-":
             sys.exit(f"vizdist: cannot join the private {ns} namespace of process {holder}: "
                      f"{os.strerror(ctypes.get_errno())}")
         os.close(fd)
-if deathsig:
-    libc.prctl(1, 9)  # PR_SET_PDEATHSIG = SIGKILL when the parent thread exits
 if os.getppid() != parent:
     os._exit(3)
-def _watch():
-    while os.getppid() == parent:
-        time.sleep(0.5)
+if linux and libc.prctl(36, 1) != 0:  # PR_SET_CHILD_SUBREAPER
+    sys.exit(f"vizdist: cannot become a child subreaper: {os.strerror(ctypes.get_errno())}")
+keeper = os.getpid()
+signal.signal(signal.SIGTERM, lambda *_: None)  # the child gets it too (same group): end the rest after it
+child = os.fork()
+if child == 0:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if linux:
+        libc.prctl(1, 9)  # PR_SET_PDEATHSIG = SIGKILL when the keeper exits
+    if os.getppid() != keeper:
+        os._exit(3)
+    def _watch():
+        while os.getppid() == keeper:
+            time.sleep(0.5)
+        os._exit(3)
+    threading.Thread(target=_watch, name="vizdist-parent-watch", daemon=True).start()
+    import runpy
+    sys.argv = sys.argv[3:]
+    runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+    sys.exit(0)
+
+def tree():
+    kids = {}
+    for d in os.listdir("/proc") if linux else ():
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat", "rb") as fh:
+                stat = fh.read()
+            kids.setdefault(int(stat[stat.rindex(b")") + 2:].split()[1]), []).append(int(d))
+        except (OSError, ValueError):
+            continue
+    out, todo = [], list(kids.get(keeper, []))
+    while todo:
+        out.append(todo.pop())
+        todo += kids.get(out[-1], [])
+    return out
+
+def reap():
+    status = None
+    while True:
+        try:
+            pid, st = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return status
+        if pid == 0:
+            return status
+        if pid == child:
+            status = st
+
+status = None
+while status is None:
+    status = reap()
+    if status is None and os.getppid() != parent:  # the parent died: nothing may outlive it
+        os.kill(child, signal.SIGKILL)
+        status = -1
+    time.sleep(0.05 if status is None else 0)
+end = time.monotonic() + 5
+while time.monotonic() < end:
+    left = tree()
+    if not left:
+        break
+    for p in left:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+    reap()
+    time.sleep(0.02)
+if status == -1:
     os._exit(3)
-threading.Thread(target=_watch, name="vizdist-parent-watch", daemon=True).start()
-import runpy
-sys.argv = sys.argv[4:]
-runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+if os.WIFSIGNALED(status):
+    sig = os.WTERMSIG(status)
+    try:
+        signal.signal(sig, signal.SIG_DFL)
+    except (OSError, ValueError):
+        pass
+    os.kill(keeper, sig)
+    os._exit(128 + sig)
+os._exit(os.waitstatus_to_exitcode(status))
 """
 
 # The holder: creates the namespace, brings lo up, says READY, then waits for its stdin to close.
@@ -250,6 +333,84 @@ def report(stage: str) -> None:
     write_file(path, stage)
 
 
+# -- folders that must go if this process dies --------------------------------------------------
+# The janitor: reads "+ PATH" (watch) / "- PATH" (forget) / "q" (quit) lines on stdin. When this process
+# dies (stdin closes, or its parent changes), it removes every watched folder that holds no KEEP file,
+# retrying for up to 30 s while the keepers end the processes that may still write there.
+_JANITOR = r"""
+import os, select, shutil, sys, time
+parent, keep = int(sys.argv[1]), sys.argv[2]
+folders, buf = set(), b""
+while True:
+    orphaned = os.getppid() != parent  # then read only what was written before it died
+    if not select.select([0], [], [], 0 if orphaned else 0.25)[0]:
+        if orphaned:
+            break
+        continue
+    chunk = os.read(0, 65536)
+    if not chunk:
+        break
+    *lines, buf = (buf + chunk).split(b"\n")
+    for line in lines:
+        if line == b"q":
+            sys.exit(0)
+        path = os.fsdecode(line[2:])
+        folders.add(path) if line[:1] == b"+" else folders.discard(path)
+end = time.monotonic() + 30
+while folders and time.monotonic() < end:
+    for f in sorted(folders):
+        if os.path.lexists(os.path.join(f, keep)) or not os.path.lexists(f):
+            folders.discard(f)
+        else:
+            shutil.rmtree(f, ignore_errors=True)
+    time.sleep(0.1)
+"""
+
+
+class FolderJanitor:
+    """A small process that removes the folders it watches if this process dies without removing them.
+
+    A process killed with SIGKILL (or SIGTERM, whose default action kills it too) runs no clean-up;
+    the janitor notices (its stdin closes, its parent changes) and removes every watched folder but
+    those holding :data:`KEEP_FILE` (their logs were named in an error). It runs in a session of its
+    own, so a Ctrl-C or a signal sent to this process's group does not stop it first.
+    :meth:`close` ends it without removing anything.
+
+    Example:
+        >>> janitor = FolderJanitor()
+        >>> folder = temp_folder("vizdist-doc-")
+        >>> janitor.watch(folder)
+        >>> janitor.forget(folder); folder.rmdir(); janitor.close()
+    """
+
+    def __init__(self) -> None:
+        self._popen = subprocess.Popen(
+            [sys.executable, "-P", "-c", _JANITOR, str(os.getpid()), KEEP_FILE], stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, cwd="/")
+
+    def _send(self, line: bytes) -> None:
+        with contextlib.suppress(OSError, ValueError):  # gone already: close() or a dead janitor
+            self._popen.stdin.write(line + b"\n")  # type: ignore[union-attr]
+            self._popen.stdin.flush()  # type: ignore[union-attr]
+
+    def watch(self, folder: str | os.PathLike[str]) -> None:
+        """Remove ``folder`` if this process dies before :meth:`forget` or :meth:`close`."""
+        self._send(b"+ " + os.fsencode(folder))
+
+    def forget(self, folder: str | os.PathLike[str]) -> None:
+        """Stop watching ``folder`` (this process removed it, or keeps it on purpose)."""
+        self._send(b"- " + os.fsencode(folder))
+
+    def close(self) -> None:
+        """End the janitor (bounded); it removes nothing."""
+        self._send(b"q")
+        with contextlib.suppress(OSError, ValueError):
+            self._popen.stdin.close()  # type: ignore[union-attr]
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._popen.wait(timeout=5)
+        _stop_popen(self._popen)
+
+
 # -- the private network namespace ----------------------------------------------------------
 class Namespace:
     """A private user + network namespace holding only ``lo``, kept alive by a holder process.
@@ -348,8 +509,22 @@ class Child:
 
     @property
     def pid(self) -> int:
-        """The child's process id."""
+        """The process id of the child's keeper (the process started; its process group and session)."""
         return self.popen.pid
+
+    @property
+    def main_pid(self) -> int | None:
+        """The process id of the real child (the keeper's first child); ``None`` once it has gone.
+
+        Use it for what the child itself holds, say its sockets; signal :attr:`pid` to stop it.
+        """
+        import psutil
+
+        try:
+            kids = psutil.Process(self.pid).children()
+            return min(kids, key=lambda p: (p.create_time(), p.pid)).pid if kids else None
+        except (psutil.Error, ValueError):
+            return None
 
     def alive(self) -> bool:
         """Whether the process is still running."""
@@ -385,7 +560,7 @@ class Supervisor:
 
     def spawn(self, name: str, module: str, args: Sequence[str] = (), *, cwd: str | os.PathLike[str] = "/",
               python_path: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> Child:
-        """Start ``python -P -m module args`` (through the boot code) as child ``name``.
+        """Start ``python -P -m module args`` (through the boot code and its keeper) as child ``name``.
 
         ``python_path`` becomes ``PYTHONPATH``; when ``None``, a folder that holds only a link to the
         vizdist package (so nothing else beside the package, say a planted ``argparse.py``, can shadow
@@ -404,8 +579,7 @@ class Supervisor:
         full_env[STATUS_ENV] = str(status)
         full_env["TMPDIR"] = str(self._tmpdir(name))
         holder = str(self.namespace.pid) if self.namespace is not None else "-"
-        deathsig = "1" if threading.current_thread() is threading.main_thread() else "0"
-        argv = [sys.executable, "-P", "-c", _BOOT, holder, str(os.getpid()), deathsig, module, *args]
+        argv = [sys.executable, "-P", "-c", _BOOT, holder, str(os.getpid()), module, *args]
         log = jobfiles.LOG.path(self.folder, name)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
         fd = os.open(log, flags, 0o600)

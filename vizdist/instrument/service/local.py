@@ -446,10 +446,10 @@ class LocalDataService:
         mine = os.getpid() if self._local is not None else None
         pids: dict[str, int | None] = {"dispatcher:0": mine if not self.external else None}
         if self._host is not None and not self.external:
-            pids["dispatcher:0"] = self._host.pid if self._host.alive() else None
+            pids["dispatcher:0"] = self._host.main_pid if self._host.alive() else None
         for i in range(self.num_workers):
             child = self._workers[i] if i < len(self._workers) else None
             alive = i in self.alive_workers()
-            pids[f"data_worker:{i}"] = (child.pid if child is not None else mine) if alive else None
+            pids[f"data_worker:{i}"] = (child.main_pid if child is not None else mine) if alive else None
         return service_network(self.address, self.worker_addresses, pids, isolated=self.isolated,
                                in_process=self._local is not None)

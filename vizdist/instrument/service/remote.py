@@ -26,7 +26,7 @@ def _send(folder: Path, key: str, prepared: Pipeline, plan: Plan, meta: dict[str
     write_file(jobfiles.REQUEST_GRAPH.path(folder, key), graph)
     write_file(jobfiles.REQUEST_SPEC.path(folder, key), spec)
     req = {"plan": dataclasses.asdict(plan), "meta": meta, "strategy": strategy,
-           "worker_pids": [c.pid for c in workers]}
+           "worker_pids": [c.main_pid or c.pid for c in workers]}
     write_file(jobfiles.REQUEST.path(folder, key), json.dumps(req))
 
 

@@ -391,15 +391,45 @@ def _run_closures(coordinator: Any, step: Any, iterator: Any, *, steps: int, tim
     """Schedule ``steps`` closures (in two waves around ``on_pause``); wait for them, bounded."""
     end = time.monotonic() + timeout
     first = min(steps, pause_after) if pause_after is not None and on_pause is not None else steps
-    remotes = [coordinator.schedule(step, args=(iterator,)) for _ in range(first)]
-    stopped, errors = _wait(coordinator, max(0.1, end - time.monotonic()))
+    remotes: list[Any] = []
+    stopped, errors = _schedule_and_wait(coordinator, step, iterator, first, remotes, end)
     interventions: list[dict[str, Any]] = []
     if first < steps and stopped == "done" and on_pause is not None:
         note = on_pause()
         interventions.append({**dict(note or {}), "after_closures": first, "t_ns": time.perf_counter_ns() - t0})
-        remotes += [coordinator.schedule(step, args=(iterator,)) for _ in range(steps - first)]
-        stopped, errors = _wait(coordinator, max(0.1, end - time.monotonic()))
+        stopped, errors = _schedule_and_wait(coordinator, step, iterator, steps - first, remotes, end)
     return remotes, stopped, errors, interventions
+
+
+def _schedule_and_wait(coordinator: Any, step: Any, iterator: Any, n: int, remotes: list[Any],
+                       end: float) -> tuple[str, list[str]]:
+    """Schedule ``n`` closures into ``remotes``, then wait for them until ``end``: (stopped, errors).
+
+    ``schedule()`` raises the first error of any earlier closure (a lost ps, say) and TF then cancels
+    the closures still queued. Each ``RemoteValue`` is kept as soon as ``schedule()`` returns it, so a
+    raise keeps the records of every closure scheduled before it; the rest are not scheduled.
+    """
+    errors: list[str] = []
+    for _ in range(n):
+        try:
+            remotes.append(coordinator.schedule(step, args=(iterator,)))
+        except _closure_errors() as exc:
+            errors.append(_error_text(exc, None))
+            break
+    stopped, more = _wait(coordinator, max(0.1, end - time.monotonic()))
+    return ("error" if errors else stopped), errors + more
+
+
+def _closure_errors() -> tuple[type[BaseException], ...]:
+    """What ``schedule()`` raises for an earlier closure's failure (TF's errors and the coordinator's wrappers).
+
+    Anything else (a ``TypeError`` from tracing your ``step_fn``, say) is a bug to show, not a run to record.
+    """
+    import tensorflow as tf
+    from tensorflow.python.distribute.coordinator import cluster_coordinator as cc
+
+    wrappers = tuple(getattr(cc, name) for name in ("ClosureInputError", "ClosureAbortedError") if hasattr(cc, name))
+    return (tf.errors.OpError, *wrappers)
 
 
 # -- what came back -----------------------------------------------------------------------------
@@ -510,6 +540,11 @@ def trace_parameter_server(
             mapping it returns is kept in ``meta["interventions"]``.
         on_pause: see ``pause_after``.
 
+    A closure that fails (a lost ps, say) does not lose the others: TF raises its error from the
+    next ``schedule()`` or ``join()``; vizdist then stops scheduling, waits (bounded) for the
+    closures in flight and returns every closure scheduled so far (``meta["stopped"] == "error"``,
+    ``meta["errors"]``, ``steps_scheduled`` < ``steps_requested`` when ``schedule()`` raised).
+
     Returns:
         A trace: one ``elements`` row per element a closure consumed (``step``
         is the schedule order, ``worker`` the worker whose run counted,
@@ -544,7 +579,7 @@ def trace_parameter_server(
     rec, closures, events = _record_closures(remotes, observer, stopped, tagged=tagged, step_fn=step_fn,
                                              decode=decode)
     meta = _meta(strategy, closures, info, contexts, errors, stopped, timeout, observer)
-    meta.update(per_worker_values={"dataset": type(per_worker_dataset).__name__,
+    meta.update(steps_requested=steps,per_worker_values={"dataset": type(per_worker_dataset).__name__,
                                    "iterator": type(per_worker_iterator).__name__,
                                    "values": _per_worker_values(per_worker_iterator)},
                 remote_values={"per_worker_dataset": type(per_worker_dataset).__name__,
