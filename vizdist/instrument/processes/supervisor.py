@@ -546,12 +546,18 @@ class Supervisor:
         label: names the temporary copy of the logs kept after a failure.
         namespace: a :class:`Namespace` every child joins, or ``None``.
         env: environment for every child (``os.environ`` when ``None``).
+        janitor: a :class:`FolderJanitor` that removes ``folder`` if this process is killed before
+            :meth:`close` (the caller owns it and ends it).
     """
 
     def __init__(self, folder: str | os.PathLike[str], *, label: str = "vizdist",
-                 namespace: Namespace | None = None, env: Mapping[str, str] | None = None) -> None:
+                 namespace: Namespace | None = None, env: Mapping[str, str] | None = None,
+                 janitor: FolderJanitor | None = None) -> None:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
+        self.janitor = janitor
+        if janitor is not None:
+            janitor.watch(self.folder)
         self.label = label
         self.namespace = namespace
         self.env = dict(os.environ if env is None else env)
@@ -686,6 +692,8 @@ class Supervisor:
             shutil.rmtree(self.folder, ignore_errors=True)
         for tmp in self.folder.glob("tmp-*"):  # kept logs keep no temporary files
             shutil.rmtree(tmp, ignore_errors=True)
+        if self.janitor is not None:
+            self.janitor.forget(self.folder)  # removed, or kept on purpose (named in an error)
 
     def __enter__(self) -> Supervisor:
         return self

@@ -61,7 +61,7 @@ from vizdist.errors import TracingError, release_frames
 from vizdist.instrument.ids.codes import untag
 from vizdist.instrument.processes import jobfiles
 from vizdist.instrument.processes.cluster import pickle_job
-from vizdist.instrument.processes.supervisor import DEFAULT_TIMEOUT, Supervisor, temp_folder
+from vizdist.instrument.processes.supervisor import DEFAULT_TIMEOUT, FolderJanitor, Supervisor, temp_folder
 from vizdist.instrument.run import engine
 from vizdist.instrument.run.distribution import DEFAULT_MAX_STEPS, loop_trace
 from vizdist.instrument.run.inputs import (
@@ -530,7 +530,10 @@ def run_in_graph_mode(fn: Callable[..., Any], *args: Any, devices: int = 4, time
     env = dict(os.environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     env.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
-    with Supervisor(job, label="graph-mode", env=env) as sup:
+    janitor = FolderJanitor()  # removes the job folder even if this process is killed
+    with contextlib.ExitStack() as stack:
+        stack.callback(janitor.close)
+        sup = stack.enter_context(Supervisor(job, label="graph-mode", env=env, janitor=janitor))
         write_file(job / jobfiles.JOB, payload)
         paths = [p for p in sys.path if p and os.path.isdir(p)]
         child = sup.spawn("graph", "vizdist.instrument.run._graph_child", [str(job), str(devices)], cwd=os.getcwd(),

@@ -19,6 +19,7 @@ from vizdist.instrument.processes import jobfiles
 from vizdist.instrument.processes.cluster import EXPOSURE, IsolationWarning, start_namespace, warn_exposed
 from vizdist.instrument.processes.supervisor import (
     Child,
+    FolderJanitor,
     Namespace,
     Supervisor,
     check_count,
@@ -117,8 +118,12 @@ class LocalDataService:
         self.progress = True if progress is None else bool(progress)  # None: shown (starting takes seconds)
         self.isolate = bool(isolate)
         self._own_dir = work_dir is None
+        # removes the folders vizdist makes here even if this process is killed (ended by close())
+        self._janitor: FolderJanitor | None = FolderJanitor() if not in_process or work_dir is None else None
         self.work_dir = Path(temp_folder("vizdist-service-") if work_dir is None else work_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
+        if self._own_dir and self._janitor is not None:
+            self._janitor.watch(self.work_dir)
         self.external = dispatcher is not None
         self.address = dispatcher.split("://", 1)[-1] if dispatcher is not None else ""
         self.worker_addresses: list[str] = []
@@ -195,7 +200,7 @@ class LocalDataService:
     def _start_processes(self, port: int, worker_ports: list[int], journal: str) -> None:
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_ENABLE_ONEDNN_OPTS="0")
         sup = self._sup = Supervisor(temp_folder("vizdist-service-run-"), label="service",
-                                     namespace=self._ns, env=env)
+                                     namespace=self._ns, env=env, janitor=self._janitor)
         cfg = {"port": port, "worker_addresses": self.worker_addresses, "journal": journal,
                "cpus": _cpu_count_configured()}
         write_file(sup.folder / jobfiles.HOST_CONFIG, json.dumps(cfg))
@@ -293,6 +298,8 @@ class LocalDataService:
             self._ns.close()
         if self._own_dir:
             shutil.rmtree(self.work_dir, ignore_errors=True)
+        if self._janitor is not None:
+            self._janitor.close()  # everything it watched is gone (or kept on purpose)
         _LIVE.discard(self)
 
     def __enter__(self) -> LocalDataService:
