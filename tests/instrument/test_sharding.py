@@ -272,6 +272,19 @@ def test_file_with_one_file_run_anyway_fails_bounded_with_real_errors(tmp_path: 
     assert codes.query("code == 'worker-starved'").iloc[0]["workers"] == [1]
 
 
+def test_auto_with_one_file_run_anyway_fails_like_file_and_the_finding_names_auto(tmp_path: Path) -> None:
+    """AUTO over a file reader applies FILE (auto_shard.cc falls back to DATA only on NotFound), so TF's own
+    FILE error is what worker 0 raises; the worker-starved finding then names AUTO, not only FILE."""
+    one = write_text_files(tmp_path, n_files=1, lines_per_file=8)
+    cmp = compare_shard_policies(one, policies=["AUTO"], run_unshardable=True, collective_timeout=8, **RUN)
+    errs = cmp.errors["AUTO"]
+    assert sorted(w for w, e in errs.items() if "Could not apply FILE based sharding" in e) == ["worker-0"]
+    assert len(errs) == 2  # worker 1 sees its data end and fails in the collective
+    starved = diagnose(cmp.traces["AUTO"]).query("code == 'worker-starved'")
+    assert len(starved) == 1 and starved.iloc[0]["workers"] == [1]
+    assert starved.iloc[0]["message"].startswith("AUTO sharding applied FILE")
+
+
 def test_bad_input_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown auto-shard policies"):
         compare_shard_policies([], policies=["FILES"])

@@ -26,6 +26,9 @@ from vizdist.trace import Trace
 __all__ = ["file_shard_fallback", "file_shard_unshardable", "worker_duplicates", "worker_starved"]
 
 
+_FILE_SHARD_ERROR = "Could not apply FILE based sharding"  # TF's shard op, with too few files
+
+
 def _policy(meta: dict[str, Any]) -> str:
     """The auto-shard policy name (``meta["shard_policy"]``, see vizdist.contract), or ""."""
     return str(meta.get("shard_policy") or "").upper()
@@ -210,13 +213,19 @@ def worker_starved(trace: Trace) -> Iterator[Finding]:
     errors = trace.meta.get("errors") or {}
     policy = _policy(trace.meta)
     files = trace.meta.get("files") or sorted({f for f in e["source_file"] if f})
+    texts = list(errors.values()) if isinstance(errors, dict) else [str(x) for x in errors]
+    # AUTO shards by FILE when the pipeline has a file reader and falls back to DATA only when it finds none
+    # (auto_shard.cc, a NotFound error); too few files then fails as under FILE, with TF's FILE error.
+    file_ran = policy == "FILE" or (policy == "AUTO" and any(_FILE_SHARD_ERROR in t for t in texts))
     if not any(counts.values()):
-        if policy == "FILE" and files and len(files) < len(workers):
+        if file_ran and files and len(files) < len(workers):
             # The run failed before anyone got data: say which workers had no file to read.
             starved = workers[len(files):]
+            auto = ("AUTO sharding applied FILE, as it does for a pipeline that reads files (it falls back to "
+                    "DATA only when it finds no file reader). " if policy == "AUTO" else "")
             yield Finding(
                 "worker-starved", "error",
-                f"FILE sharding hands out whole files, and there are only {len(files)} file(s) for "
+                f"{auto}FILE sharding hands out whole files, and there are only {len(files)} file(s) for "
                 f"{len(workers)} workers: worker(s) {starved} have no file, see their data end at once and "
                 "wait in a collective, while TensorFlow's shard raises \"Could not apply FILE based sharding\" "
                 "on the workers that do have a file, finding too few files for all workers"
@@ -229,7 +238,7 @@ def worker_starved(trace: Trace) -> Iterator[Finding]:
     starved = [w for w, n in counts.items() if n == 0]
     if not starved:
         return
-    if policy == "FILE" and files and len(files) < len(workers):
+    if file_ran and files and len(files) < len(workers):
         cause = (f"FILE sharding hands out whole files and there are only {len(files)} file(s) for "
                  f"{len(workers)} workers, so worker(s) {starved} have no file.")
     elif policy in ("DATA", "AUTO"):
