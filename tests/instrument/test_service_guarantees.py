@@ -271,3 +271,8 @@ def test_a_crashed_worker_under_distributed_epoch_loses_what_it_held_and_nothing
     # The dead worker's task never ends, so the consumer would wait for ever: vizdist's watchdog
     # reports the stall instead.
     assert "stall" in t.meta
+    # diagnose's text (the splits died with worker 1, none re-assigned) is what the run shows.
+    d = vizdist.diagnose(t)
+    found = d[d["code"] == "service-lost-elements"]
+    assert len(found) == 1 and found.iloc[0]["workers"] == [1] and f"{len(lost)} of {n}" in found.iloc[0]["message"]
+    assert "service-duplicates" not in d["code"].tolist()
