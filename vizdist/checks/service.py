@@ -6,12 +6,16 @@ The service makes different promises per sharding policy:
 
 * ``parallel_epochs`` (``OFF``): every worker processes the whole dataset, so
   each element arrives once *per worker*: duplicates are expected.
-* ``distributed_epoch`` (``DYNAMIC``) and the static policies ``FILE``,
-  ``DATA``, ``FILE_OR_DATA``: each element at most once overall.
+* ``distributed_epoch`` (``DYNAMIC``): each element at most once overall; the
+  splits a stopped (or restarted) worker held are lost, and none is handed out twice.
+* the static policies ``FILE``, ``DATA``, ``FILE_OR_DATA``: each worker makes its
+  own shard, so each element once overall while no worker restarts; a worker
+  restarted at its address makes its shard again from the beginning, so what it
+  had sent arrives twice (notebook 04, ledger 04-2).
 * ``HINT`` shards only where the pipeline says ``shard(SHARD_HINT, ...)``.
 
-When a worker stops, what it had not delivered is lost (never re-produced);
-the consumer may also block: vizdist's watchdog records that as a stall.
+When a worker stops, what it had not delivered is lost (no other worker makes
+it); the consumer may also block: vizdist's watchdog records that as a stall.
 
 Example:
     >>> import vizdist
@@ -191,8 +195,8 @@ def service_duplicates(trace: Trace) -> Iterator[Finding]:
     yield Finding(
         "service-duplicates", "error" if meta.get("provenance", "tagged") == "tagged" else "info",
         f"{len(extra)} source elements arrived more often than the pipeline yields them ({_ids(extra)}); "
-        f"element {ex} came {got[ex]} times (from workers {from_w}). {_mode(meta)} promises each element at "
-        f"most once per epoch. Likely cause: {cause}. Fix: give all consumers one job_name; if duplicates "
+        f"element {ex} came {got[ex]} times (from workers {from_w}). {_promise(meta)} Likely cause: {cause}. "
+        "Fix: give all consumers one job_name; if duplicates "
         "after a restart are not acceptable, make the step idempotent or de-duplicate by id.",
         workers=workers,
     )
@@ -230,9 +234,9 @@ def _lost_per_worker(meta: dict[str, Any], e: pd.DataFrame, universe: list[int])
                 f"Worker {w} stopped after the consumers had received {info['after_elements']} elements; "
                 f"its copies of {len(lost)} of {len(universe)} elements never arrived ({_ids(lost)}). Under "
                 f"{_mode(meta)} no other worker makes up for them: the epoch is short by what worker {w} "
-                "had not yet sent. Fix: restart the worker at the same address (with fault_tolerant_mode "
-                "and a work_dir on the dispatcher the job keeps its state), and count epochs by elements "
-                "seen, not by end of sequence.",
+                "had not yet sent. A worker restarted at the same address makes its whole copy again from "
+                "the start (what had arrived arrives twice), so count epochs by elements seen, not by end "
+                "of sequence, or de-duplicate by id.",
                 workers=[w])
         elif meta.get("complete"):
             yield Finding(
@@ -255,17 +259,38 @@ def _lost_overall(meta: dict[str, Any], e: pd.DataFrame, universe: list[int]) ->
         yield Finding(
             "service-lost-elements", "error",
             f"Worker {names} stopped after the consumers had received {after} elements, and {len(lost)} of "
-            f"{len(universe)} elements never reached any consumer ({_ids(lost)}). Under {_mode(meta)} the "
-            f"dispatcher had handed those elements' splits to worker {names}; they died with it and are "
-            "not re-assigned. Fix: with fault_tolerant_mode=True and a work_dir the dispatcher survives "
-            "restarts, but a dead worker's in-flight splits are still lost; use parallel_epochs with "
-            "repeat() if every element must be seen, or accept a short epoch.",
+            f"{len(universe)} elements never reached any consumer ({_ids(lost)}). {_why_lost(meta, names)}",
             workers=stopped)
     elif meta.get("complete"):
         yield Finding(
             "service-missing-elements", "warning",
             f"{len(lost)} of {len(universe)} elements never reached a consumer ({_ids(lost)}) although no "
             "worker was stopped by vizdist. A worker may have failed: check the worker logs.")
+
+
+def _promise(meta: dict[str, Any]) -> str:
+    """What the policy promises about copies (TF's ShardingPolicy; restarts: ledger 04-2, 04-3)."""
+    if meta.get("sharding_policy") == "DYNAMIC":
+        return f"{_mode(meta)} promises each element at most once per epoch."
+    return (f"{_mode(meta)} gives each element once per epoch while no worker restarts (a restarted worker "
+            "makes its shard again from the start).")
+
+
+def _why_lost(meta: dict[str, Any], names: str) -> str:
+    if meta.get("sharding_policy") == "DYNAMIC":
+        return (f"Under {_mode(meta)} the dispatcher had handed those elements' splits to worker {names}; they "
+                "died with it and are not handed out again. Fix: with fault_tolerant_mode=True and a work_dir "
+                "the dispatcher survives restarts, but a dead worker's splits are still lost; use "
+                "parallel_epochs with repeat() if every element must be seen, or accept a short epoch.")
+    return (f"Under {_mode(meta)} those elements were in worker {names}'s shard, and no other worker makes them. "
+            "Fix: a worker restarted at the same address makes its whole shard again from the start (what had "
+            "arrived arrives twice: de-duplicate by id), or accept a short epoch.")
+
+
+def _restart(meta: dict[str, Any]) -> str:
+    if meta.get("sharding_policy") == "DYNAMIC":
+        return "it asks for the next split; the splits it held are lost"
+    return "it makes its copy or shard again from the start: what had arrived arrives twice"
 
 
 @check
@@ -282,8 +307,9 @@ def service_stall(trace: Trace) -> Iterator[Finding]:
         "service-stall", "error",
         f"Consumer {', '.join(map(str, stall['consumers']))} waited {stall['after_s']} s for the next element "
         f"and got none, after {stall['elements_received']} elements in all: {why}. A plain next() would "
-        "block forever here (TensorFlow sets no deadline). Fix: restart the stopped worker at the same address, "
-        "or put a deadline on your input loop (vizdist stopped waiting and kept what had arrived).",
+        "block forever here (TensorFlow sets no deadline). Fix: restart the stopped worker at the same address "
+        f"({_restart(meta)}), or put a deadline on your input loop (vizdist stopped waiting and kept what had "
+        "arrived).",
         workers=stopped,
     )
 
