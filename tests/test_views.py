@@ -68,3 +68,13 @@ def test_import_vizdist_imports_no_renderer():
     code = "import sys, vizdist; print(any(m.startswith('vizdist.render') for m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_top_level_views_of_a_trace_are_deprecated_aliases():
+    """``vizdist.plot_split(trace)`` still works for one release, says what to write instead, and left ``__all__``."""
+    t = _trace()
+    with pytest.warns(DeprecationWarning, match=r"vizdist.plot_split is deprecated: use trace.plot.split"):
+        fig = vizdist.plot_split(t, title="x")
+    assert [ax.get_title() for ax in fig.axes] == [ax.get_title() for ax in t.plot.split(title="x").axes]
+    assert "plot_split" not in vizdist.__all__ and "show" not in vizdist.__all__
+    assert {"plot_topology", "show_topology", "diagnose", "record", "trace_distribution"} <= set(vizdist.__all__)

@@ -17,7 +17,9 @@ something that runs it (everything under ``vizdist.instrument``).
 
 from __future__ import annotations
 
+import functools
 import importlib
+import warnings
 from typing import Any
 
 from vizdist import views
@@ -99,7 +101,24 @@ _LAZY = {
     "show_topology": "vizdist.render.topology",
 }
 
-__all__ = ["__version__", "diagnose", "views", *_LAZY]
+#: Top-level views that now hang off the trace: name -> what to write instead. They still work (the same
+#: function, trace first) for one release, with a DeprecationWarning, and are no longer in ``__all__``.
+_DEPRECATED = {
+    "plot_split": "trace.plot.split(...)",
+    "plot_timeline": "trace.plot.timeline(...)",
+    "plot_coverage": "trace.plot.coverage(...)",
+    "plot_streams": "trace.plot.streams(...)",
+    "plot_placement": "trace.plot.placement(...)",
+    "plot_closures": "trace.plot.closures(...)",
+    "plot_variable_shards": "trace.plot.variable_shards(...)",
+    "show": "trace.show()",
+    "timeline": 'trace.show("timeline", ...)',
+    "show_placement": 'trace.show("placement", ...)',
+    "show_reduction": 'trace.show("reduction", ...)',
+    "to_chrome_trace": "trace.to_chrome_trace(path)",
+}
+
+__all__ = ["__version__", "diagnose", "views", *(name for name in _LAZY if name not in _DEPRECATED)]
 
 # What draws what: trace.plot.split(), trace.show(), a ShardComparison's or a Topology's own display.
 # Registered here, in one place, as paths imported on first use (no renderer is imported now).
@@ -111,8 +130,22 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'vizdist' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
+    if name in _DEPRECATED:
+        value = _deprecated(name, value, _DEPRECATED[name])
     globals()[name] = value
     return value
+
+
+def _deprecated(name: str, fn: Any, instead: str) -> Any:
+    """``fn``, saying (DeprecationWarning) on each call that ``instead`` is the way to call it now."""
+
+    @functools.wraps(fn)
+    def alias(*args: Any, **kwargs: Any) -> Any:
+        warnings.warn(f"vizdist.{name} is deprecated: use {instead} (the same view, trace first); "
+                      f"vizdist.{name} goes in the next release.", DeprecationWarning, stacklevel=2)
+        return fn(*args, **kwargs)
+
+    return alias
 
 
 def __dir__() -> list[str]:

@@ -420,8 +420,9 @@ class Trace:
         return views.ViewSet("Trace", self)
 
     def show(self, view: str = "explorer", **kwargs: Any) -> Any:
-        """An interactive view of this trace (ipywidgets): ``"explorer"`` (default, ``vizdist.show``),
-        ``"timeline"`` (``vizdist.timeline``), ``"placement"``, ``"topology"`` or ``"reduction"``.
+        """An interactive view of this trace (ipywidgets): ``"explorer"`` (default: a step slider over the
+        split), ``"timeline"`` (the timed spans; ``explorer=`` links an explorer's slider),
+        ``"placement"``, ``"topology"`` or ``"reduction"``; keyword options go to the view.
 
         Example:
             >>> Trace().show("nonsense")
@@ -432,7 +433,7 @@ class Trace:
         return views.resolve("Trace.show", view)(self, **kwargs)
 
     def to_chrome_trace(self, path: str | os.PathLike[str]) -> Path:
-        """Write the timed spans as a Chrome / Perfetto trace file (``vizdist.to_chrome_trace``)."""
+        """Write the timed spans as a Chrome / Perfetto trace file (JSON, or ``.json.gz``); returns its path."""
         out: Path = views.resolve("Trace.export", "chrome_trace")(self, path)
         return out
 

@@ -1,7 +1,7 @@
 """Timing analysis of a trace's ``events`` table: how input production overlapped the steps.
 
 Plain pandas/numpy over :class:`~vizdist.trace.Trace` data (no TensorFlow,
-no renderer); ``vizdist.plot_timeline`` and ``vizdist.timeline`` draw the
+no renderer); ``trace.plot.timeline()`` and ``trace.show("timeline")`` draw the
 same spans.
 
 Example:

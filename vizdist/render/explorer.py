@@ -145,7 +145,7 @@ class Explorer(widgets.VBox):  # type: ignore[misc]  # the base class comes from
         return split_text(self._static_layout, self._findings)
 
     def static_png(self) -> bytes:
-        """The split figure (:func:`vizdist.plot_split`) as PNG bytes."""
+        """The split figure (``trace.plot.split()``) as PNG bytes."""
         import io
 
         from vizdist.render.figures import plot_split

@@ -20,7 +20,7 @@ that only ran a few microsecond-long function calls). The figure lists what
 it hid.
 
 The layout (:func:`vizdist.analysis.timeline_layout.timeline_layout`) is plain data shared with
-the interactive widget (``vizdist.timeline``) and the export, and never touches TensorFlow.
+the interactive widget (``trace.show("timeline")``) and the export, and never touches TensorFlow.
 
 Example:
     >>> import vizdist

@@ -1,10 +1,10 @@
 """Interactive timeline widget: a canvas of timed spans (anywidget).
 
-``vizdist.timeline(trace)`` shows the spans of ``trace.events`` in lanes
+``trace.show("timeline")`` shows the spans of ``trace.events`` in lanes
 grouped by worker. In JupyterLab you can zoom (mouse wheel, ``+``/``-``),
 pan (drag), reset (double click or ``fit``) and hover a span to see its
 stage, step and the source element ids of that step. ``timeline(trace,
-explorer=vizdist.show(trace))`` links the explorer's step slider to the
+explorer=trace.show())`` links the explorer's step slider to the
 timeline: the chosen step's spans are outlined, the rest fade.
 
 What it syncs: ``spec`` (plain JSON: lanes, stages, colours, step
@@ -231,7 +231,7 @@ class Timeline(anywidget.AnyWidget):  # type: ignore[misc]  # the base class com
         self.view = [lo - pad, hi + pad]
 
     def link_explorer(self, explorer: Any) -> None:
-        """Highlight the step chosen in a step explorer (``vizdist.show(trace)``).
+        """Highlight the step chosen in a step explorer (``trace.show()``).
 
         The link runs in the browser (``jslink``) and in Python, so it works
         live in JupyterLab and when the explorer's step is set from code.
@@ -239,7 +239,7 @@ class Timeline(anywidget.AnyWidget):  # type: ignore[misc]  # the base class com
         widgets = require("ipywidgets", pip="ipywidgets", conda="ipywidgets")
         slider = getattr(explorer, "slider", None)
         if slider is None:
-            raise TypeError(f"link_explorer takes a vizdist explorer (vizdist.show(trace)); got {type(explorer).__name__}.")
+            raise TypeError(f"link_explorer takes a vizdist explorer (trace.show()); got {type(explorer).__name__}.")
         self._explorer_link = widgets.jslink((slider, "value"), (self, "step"))  # live, in the browser
         self._explorer_dlink = traitlets.dlink((slider, "value"), (self, "step"))  # from Python code
 
@@ -286,7 +286,7 @@ def timeline(trace: Trace, *, explorer: Any = None, step: int | None = None,
 
     Args:
         trace: the trace (its ``events`` table holds the spans).
-        explorer: a step explorer (``vizdist.show(trace)``) whose step slider
+        explorer: a step explorer (``trace.show()``) whose step slider
             highlights that step's spans here.
         step: a step to highlight and zoom to at the start.
         show_idle_lanes: also draw lanes that carry nothing in view (hidden by default).

@@ -391,7 +391,7 @@ def record(*, placement: bool | str = False, timing: bool = False) -> Recording:
             TF's debugger, as :func:`vizdist.trace_distribution` does (``meta["placement"]``).
             ``True`` means ``"CURT_HEALTH"``; ``"NO_TENSOR"`` is cheaper.
         timing: also record *when*, on the host: each step's read of the distributed dataset and the time
-            between reads (your step), in ``trace.events`` for :func:`vizdist.plot_timeline` (see
+            between reads (your step), in ``trace.events`` for ``trace.plot.timeline()`` (see
             :data:`TIMING_NOTE`).
 
     Returns:
