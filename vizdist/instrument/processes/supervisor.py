@@ -390,8 +390,8 @@ class FolderJanitor:
 
     def _send(self, line: bytes) -> None:
         with contextlib.suppress(OSError, ValueError):  # gone already: close() or a dead janitor
-            self._popen.stdin.write(line + b"\n")  # type: ignore[union-attr]
-            self._popen.stdin.flush()  # type: ignore[union-attr]
+            self._popen.stdin.write(line + b"\n")  # type: ignore[union-attr]  # made with stdin=PIPE: never None
+            self._popen.stdin.flush()  # type: ignore[union-attr]  # made with stdin=PIPE: never None
 
     def watch(self, folder: str | os.PathLike[str]) -> None:
         """Remove ``folder`` if this process dies before :meth:`forget` or :meth:`close`."""
@@ -405,7 +405,7 @@ class FolderJanitor:
         """End the janitor (bounded); it removes nothing."""
         self._send(b"q")
         with contextlib.suppress(OSError, ValueError):
-            self._popen.stdin.close()  # type: ignore[union-attr]
+            self._popen.stdin.close()  # type: ignore[union-attr]  # made with stdin=PIPE: never None
         with contextlib.suppress(subprocess.TimeoutExpired):
             self._popen.wait(timeout=5)
         _stop_popen(self._popen)
