@@ -223,11 +223,12 @@ def plot_placement(trace: Trace, *, step: int | None = None, max_rows: int = 40,
     ax.set_yticks([])
     for spine in ax.spines.values():
         spine.set_visible(False)
-    if own:  # over the whole figure: the label column is as wide as the cells
-        fig.suptitle(title, fontsize=TITLE_PT)
-    else:
-        ax.set_title(title, fontsize=TITLE_PT)
+    ax.set_title(title, fontsize=TITLE_PT, loc="left")  # above the tick labels
     plain_figure(fig).tight_layout(pad=0.8)  # room for text a little wider at a lower dpi
+    if own:  # from the label column's left edge: a title wider than the cells stays in the figure
+        renderer = fig._get_renderer()
+        left = min([t.get_window_extent(renderer).x0 for t in ax.texts] or [ax.bbox.x0])
+        ax.set_title(title, fontsize=TITLE_PT, loc="left", x=ax.transAxes.inverted().transform((left, 0))[0])
     return plain_figure(fig)
 
 

@@ -245,14 +245,14 @@ def _extent(lay: dict[str, Any], where: dict[str, tuple[float, float]], half: tu
     xs = [n["x"] for n in lay["nodes"]] or [0.0]
     ys = [n["y"] for n in lay["nodes"]] or [0.0]
     x0, x1 = min(xs) - half[0] - 0.08, max(xs) + half[0] + 0.08
-    y0, y1 = min(ys) - half[1] - 0.15, max(ys) + half[1] + 0.15
+    y0, y1 = min(ys) - half[1] - 0.08, max(ys) + half[1] + 0.08
     if lay["box"]:
         b = lay["box"]
-        x0, x1, y0, y1 = min(x0, b["x0"] - 0.08), max(x1, b["x1"] + 0.08), min(y0, b["y0"] - 0.15), max(y1, b["y1"] + 0.15)
+        x0, x1, y0, y1 = min(x0, b["x0"] - 0.08), max(x1, b["x1"] + 0.08), min(y0, b["y0"] - 0.08), max(y1, b["y1"] + 0.08)
     for e in lay["edges"]:
         if e["src"] in where and e["dst"] in where:
             a, b, rad = _ends(where[e["src"]], where[e["dst"]], half, straight=e["kind"] == "files")
-            y1 = max(y1, a[1] + abs(rad) / 2 * abs(b[0] - a[0]) + 0.15)  # an arc's peak
+            y1 = max(y1, a[1] + abs(rad) / 2 * abs(b[0] - a[0]) + 0.1)  # an arc's peak
     return x0, x1, y0, y1
 
 
@@ -265,9 +265,9 @@ def _fit(fig: Any, ax: Any, legend: Any, width: float, height: float) -> None:
         box = legend.get_window_extent(renderer)
         leg_w, leg_h = box.width / fig.dpi, box.height / fig.dpi + 0.1
     fig_w = min(max(width, leg_w, title_w) + 0.2, max(width + 0.04, MAX_WIDTH_IN))
-    fig_h = height + title_h + 0.25 + leg_h + 0.15
+    fig_h = height + title_h + 0.15 + leg_h + 0.1
     fig.set_size_inches(fig_w, fig_h)
-    ax.set_position(((fig_w - width) / 2 / fig_w, (leg_h + 0.15) / fig_h, width / fig_w, height / fig_h))
+    ax.set_position(((fig_w - width) / 2 / fig_w, (leg_h + 0.1) / fig_h, width / fig_w, height / fig_h))
 
 
 def _drop_covering(labels: list[Any], boxes: list[Any], fig: Any) -> None:
@@ -327,7 +327,7 @@ def _draw_edge(ax: Any, e: dict[str, Any], where: dict[str, tuple[float, float]]
                                  arrowstyle="<|-|>" if e["mutual"] else "-|>", mutation_scale=11,
                                  shrinkA=0, shrinkB=0, color=e["color"], alpha=0.25 if e["dim"] else 0.9,
                                  linestyle=":" if e["seen"] == "not seen" else "--" if e["dashed"] else "-",
-                                 linewidth=1.3, zorder=3))
+                                 linewidth=1.3, zorder=1.5))  # under the boxes (white): crossings hide
     if not label or e["dim"]:
         return None
     # the middle of matplotlib's arc3 curve: half-way to its control point
