@@ -20,16 +20,44 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["MAX_LABEL", "MAX_RESULT", "described", "plain_figure", "short"]
+__all__ = ["MAX_LABEL", "MAX_RESULT", "MAX_WIDTH_IN", "MIN_TEXT_PT", "TITLE_PT", "described", "plain_figure", "short",
+           "text_inches"]
 
 MAX_LABEL = 120
 MAX_RESULT = 200
+#: The smallest text a figure draws, in points (readable at a notebook's width).
+MIN_TEXT_PT = 9
+#: Figure titles, in points.
+TITLE_PT = 11
+#: The widest figure, in inches: what a notebook's output area shows without scaling it down.
+MAX_WIDTH_IN = 10.5
 
 
 def short(text: Any, limit: int = MAX_LABEL) -> str:
     """``text`` as a string of at most ``limit`` characters (an ellipsis marks a cut)."""
     s = str(text)
     return s if len(s) <= limit else s[: max(limit - 1, 0)] + "…"
+
+
+def text_inches(text: Any, size: float = MIN_TEXT_PT, *, bold: bool = False) -> tuple[float, float]:
+    """Width and height, in inches, that ``text`` (one or more lines) takes at ``size`` points.
+
+    Measured from the glyphs of matplotlib's default font, so figures can be sized to what they hold.
+
+    Example:
+        >>> w, h = text_inches("worker:0", 9)
+        >>> 0.3 < w < 1.0 and 0.1 < h < 0.2
+        True
+    """
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextPath
+
+    prop = FontProperties(size=size, weight="bold" if bold else "normal")
+    lines = str(text).split("\n")
+    # "$" would be read as math here (the figures draw it plain): measured as a letter of like width
+    width = max(float(TextPath((0, 0), line.replace("$", "S"), prop=prop).get_extents().width) if line.strip()
+                else 0.0 for line in lines)
+    return width / 72, len(lines) * size * 1.2 / 72
 
 
 def _tick(text: Any, limit: int) -> str:

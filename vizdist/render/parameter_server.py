@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from vizdist.render._text import described, plain_figure, short
+from vizdist.render._text import MIN_TEXT_PT, TITLE_PT, described, plain_figure, short
 
 __all__ = ["OUTCOME_COLORS", "closure_rows", "plot_closures", "plot_variable_shards", "shard_rows"]
 
@@ -104,21 +104,25 @@ def plot_variable_shards(source: Any, *, width: float = 10.0, row_height: float 
                                    gridspec_kw={"width_ratios": [4, 1]})
     colors = plt.get_cmap("tab10")
     _bytes_per_task(side, rows, colors)
+    inside: list[tuple[Any, Any, str]] = []  # (text, its bar, a shorter text)
     for y, name in enumerate(names):
         for r in (r for r in rows if _label(r) == name):
             lo, hi = (int(x) for x in str(r.get("rows", "0:1")).split(":"))
             task = int(r.get("task", -1))
             ax.barh(y, hi - lo, left=lo, height=0.7, color=colors(task % 10) if task >= 0 else "#cccccc",
                     edgecolor="white", linewidth=2)
-            ax.text((lo + hi) / 2, y, f"{r.get('job', '')}:{task}\n{list(r.get('shape', []))} · {r.get('bytes', 0)} B",
-                    ha="center", va="center", fontsize=7, color="white")
-    ax.set_yticks(range(len(names)), [short(n, 80).replace("(", "\n(", 1) for n in names], fontsize=8)
+            inside.append((ax.text((lo + hi) / 2, y, f"{r.get('job', '')}:{task}\n{list(r.get('shape', []))} · "
+                                   f"{r.get('bytes', 0)} B", ha="center", va="center", fontsize=MIN_TEXT_PT,
+                                   color="white"), ax.patches[-1], f"{task}"))
+    ax.set_yticks(range(len(names)), [short(n, 80).replace("(", "\n(", 1) for n in names], fontsize=MIN_TEXT_PT)
+    ax.tick_params(axis="x", labelsize=MIN_TEXT_PT)
     ax.invert_yaxis()
-    ax.set_xlabel("rows of the variable (its first dimension), cut where the partitioner cut it", fontsize=8)
+    ax.set_xlabel("rows of the variable (its first dimension), cut where the partitioner cut it", fontsize=MIN_TEXT_PT)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    ax.set_title("Variable shards: colour = the ps task that holds the shard", loc="left", fontsize=10)
+    ax.set_title("Variable shards: colour = the ps task that holds the shard", loc="left", fontsize=TITLE_PT)
     plain_figure(fig).tight_layout()
+    _fit_inside(fig, inside)
     plt.close(fig)
     return described(plain_figure(fig), _summary(rows))
 
@@ -130,13 +134,32 @@ def _bytes_per_task(ax: Any, rows: list[dict[str, Any]], colors: Any) -> None:
         mine = [r for r in rows if int(r.get("task", -1)) == t]
         total = sum(int(r.get("bytes", 0)) for r in mine)
         ax.barh(y, total, color=colors(t % 10) if t >= 0 else "#cccccc")
-        ax.text(total, y, f" {total} B, {len(mine)} shard(s)", va="center", fontsize=7)
-    ax.set_yticks(range(len(tasks)), [f"ps:{t}" for t in tasks], fontsize=8)
+        ax.text(total, y, f" {total} B\n {len(mine)} shard(s)", va="center", fontsize=MIN_TEXT_PT)
+    ax.set_yticks(range(len(tasks)), [f"ps:{t}" for t in tasks], fontsize=MIN_TEXT_PT)
+    ax.set_xlim(0, 1.8 * max([1, *(sum(int(r.get("bytes", 0)) for r in rows if int(r.get("task", -1)) == t)
+                                   for t in tasks)]))
     ax.invert_yaxis()
     ax.set_xticks([])
     for side in ("top", "right", "bottom"):
         ax.spines[side].set_visible(False)
-    ax.set_title("held per ps task", loc="left", fontsize=9)
+    ax.set_title("held per ps task", loc="left", fontsize=MIN_TEXT_PT + 1)
+
+
+def _fit_inside(fig: Any, inside: list[tuple[Any, Any, str]]) -> int:
+    """Each text wider than its bar takes its shorter text, or is left out if that is wider too.
+
+    Returns how many texts were left out (none cut by a neighbour: every text stays at ``MIN_TEXT_PT``).
+    """
+    renderer = fig._get_renderer()
+    dropped = 0
+    for text, bar, shorter in inside:
+        room = bar.get_window_extent(renderer).width
+        if text.get_window_extent(renderer).width > room:
+            text.set_text(shorter)
+            if not shorter or text.get_window_extent(renderer).width > room:
+                text.remove()
+                dropped += 1
+    return dropped
 
 
 # -- closures ------------------------------------------------------------------------------------
@@ -209,6 +232,7 @@ def plot_closures(source: Any, *, width: float = 10.0, row_height: float = 0.6) 
     lost = {str(t.get("task")) for t in meta.get("lost_tasks") or []}
     fig, ax = plt.subplots(figsize=(width, max(1.6, len(workers) * row_height + 1.2)))
     slots: dict[int, int] = {}
+    inside: list[tuple[Any, Any, str]] = []  # (closure number, its box, "": left out when it does not fit)
     for r in rows:
         w = r["worker"]
         if w < 0:
@@ -217,23 +241,28 @@ def plot_closures(source: Any, *, width: float = 10.0, row_height: float = 0.6) 
         slots[w] = x + 1
         y = workers.index(w)
         ax.barh(y, 0.9, left=x, height=0.7, color=OUTCOME_COLORS.get(r["outcome"], "#cccccc"))
-        ax.text(x + 0.45, y, str(r["closure"]), ha="center", va="center", fontsize=8,
-                color="black" if r["outcome"] in ("retried", "rescheduled") else "white")
+        inside.append((ax.text(x + 0.45, y, str(r["closure"]), ha="center", va="center", fontsize=MIN_TEXT_PT,
+                               color="black" if r["outcome"] in ("retried", "rescheduled") else "white"),
+                       ax.patches[-1], ""))
     ax.set_yticks(range(len(workers)),
-                  [f"worker {w}" + (" (lost)" if f"worker-{w}" in lost else "") for w in workers], fontsize=8)
+                  [f"worker {w}" + (" (lost)" if f"worker-{w}" in lost else "") for w in workers], fontsize=MIN_TEXT_PT)
+    ax.tick_params(axis="x", labelsize=MIN_TEXT_PT)
     ax.invert_yaxis()
     ax.set_xlim(0, max([1, *slots.values()]))
     ax.set_xlabel("attempts, in the order each worker started them (number = closure, in schedule order)",
-                  fontsize=8)
+                  fontsize=MIN_TEXT_PT)
     present = [k for k in OUTCOME_COLORS if any(r["outcome"] == k for r in rows)]
-    ax.legend(handles=[Patch(color=OUTCOME_COLORS[k], label=k) for k in present], fontsize=7,
+    ax.legend(handles=[Patch(color=OUTCOME_COLORS[k], label=k) for k in present], fontsize=MIN_TEXT_PT,
               loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     title = "Closures per worker (ClusterCoordinator.schedule)"
     if lost:
         title += f"; lost during the run: {', '.join(sorted(lost))}"
-    ax.set_title(title, loc="left", fontsize=10)
+    ax.set_title(title, loc="left", fontsize=TITLE_PT)
     plain_figure(fig).tight_layout()
+    if _fit_inside(fig, inside):
+        ax.set_xlabel(ax.get_xlabel() + "; numbers left out: too narrow", fontsize=MIN_TEXT_PT)
+        fig.tight_layout()
     plt.close(fig)
     return described(plain_figure(fig), _closure_summary(rows, meta))

@@ -29,7 +29,7 @@ import re
 from html import escape
 from typing import Any
 
-from vizdist.render._text import plain_figure
+from vizdist.render._text import MAX_WIDTH_IN, MIN_TEXT_PT, TITLE_PT, plain_figure, short, text_inches
 from vizdist.trace import Trace
 
 __all__ = ["PlacementView", "placement_layout", "placement_text", "plot_placement", "show_placement"]
@@ -143,8 +143,41 @@ def placement_html(layout: dict[str, Any]) -> str:
             "</div>")
 
 
+ROW_IN = 0.3  # one op row, in inches
+ARC_RAD = -0.35  # curvature of the copy arrows
+
+
+def _row_label(r: dict[str, Any]) -> str:
+    return short(f"{STAGE_TITLES.get(r['stage'], r['stage'])}: {r['label']}", 60)
+
+
+def _cell_text(n: int, bad: int, *, narrow: bool) -> str:
+    return f"{n}" if narrow or not bad else f"{n} NaN/Inf"
+
+
+def _sizes(labels: list[str], ticks: list[str], rows: list[dict[str, Any]], copies: list[int]) -> dict[str, Any]:
+    """Inches: the label column, one device column, the arrow band, the tick labels; from the texts drawn."""
+    label_in = max([text_inches(t)[0] for t in labels] or [1.0]) + 0.2
+    tick_in = max([text_inches(t)[0] for t in ticks] or [0.5]) + 0.15
+    cell_in = max([text_inches(_cell_text(n, r["nonfinite"].get(d, 0), narrow=False), bold=True)[0]
+                   for r in rows for d, n in r["cells"].items()] or [0.3]) + 0.15
+    n_d = max(len(ticks), 1)
+    col_in = max(0.7, tick_in, cell_in)
+    room = MAX_WIDTH_IN - label_in - 0.45
+    if n_d * col_in > room:  # many devices: narrower columns, upright tick labels, bare counts
+        col_in = max(room / n_d, 0.3)
+    rotate = tick_in > col_in
+    ticks_in = (tick_in if rotate else max(text_inches(t)[1] for t in ticks or ["x"])) + 0.1
+    band_in = 0.25 + abs(ARC_RAD) / 2 * max(copies or [0]) * col_in  # the highest arc's peak
+    return {"label": label_in, "col": col_in, "rotate": rotate, "narrow": cell_in > col_in, "band": band_in,
+            "ticks": ticks_in, "width": min(label_in + n_d * col_in + 0.45, MAX_WIDTH_IN)}
+
+
 def plot_placement(trace: Trace, *, step: int | None = None, max_rows: int = 40, ax: Any = None) -> Any:
     """Draw devices × ops (grouped by stage) with the copies as arrows above the columns.
+
+    The figure is as wide as its labels and columns need (at most a notebook's width) and one row
+    taller per op; every text is at least ``MIN_TEXT_PT`` points.
 
     Args:
         trace: a trace recorded with ``placement=True``.
@@ -163,38 +196,63 @@ def plot_placement(trace: Trace, *, step: int | None = None, max_rows: int = 40,
         1
     """
     import matplotlib.pyplot as plt
-    from matplotlib.patches import FancyArrowPatch
 
     lay = placement_layout(trace, step=step)
     rows, devices = lay["rows"][:max_rows], lay["devices"]
     n_r, n_d = max(len(rows), 1), max(len(devices), 1)
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(3.6 + 1.3 * n_d, 1.6 + 0.26 * n_r))
+    col = {d: i for i, d in enumerate(devices)}
+    ticks = [d + ("\n(host)" if d == lay["host"] else "") for d in devices]
+    spans = [abs(col[c["src"]] - col[c["dst"]]) for c in lay["copies"] if c["src"] in col and c["dst"] in col]
+    size = _sizes([_row_label(r) for r in rows], ticks, rows, spans)
+    more = "" if len(lay["rows"]) <= max_rows else f" (first {max_rows} of {len(lay['rows'])} rows)"
+    title = _wrapped(lay["title"] + more, size["width"]) + "\narrows: copies between devices"
+    own = ax is None
+    if own:
+        height = text_inches(title, TITLE_PT)[1] + size["ticks"] + size["band"] + n_r * ROW_IN + 0.6
+        fig, ax = plt.subplots(figsize=(size["width"], height))
         plt.close(fig)
     else:
         fig = ax.figure
-    col = {d: i for i, d in enumerate(devices)}
-    _draw_rows(ax, rows, col, n_r)
-    for c in lay["copies"]:
-        if c["src"] in col and c["dst"] in col:
-            x0, x1 = col[c["src"]] + 0.5, col[c["dst"]] + 0.5
-            ax.add_patch(FancyArrowPatch((x0, n_r + 0.15), (x1, n_r + 0.15), connectionstyle="arc3,rad=-0.35",
-                                         arrowstyle="-|>", mutation_scale=9, color="#f58518", linewidth=1.2))
+    _draw_rows(ax, rows, col, n_r, narrow=size["narrow"])
+    _draw_copies(ax, lay["copies"], col, n_r)
     ax.set_xlim(0, n_d)
-    ax.set_ylim(0, n_r + 1.1)
+    ax.set_ylim(0, n_r + size["band"] / ROW_IN)
     ax.set_xticks([i + 0.5 for i in range(len(devices))])
-    ax.set_xticklabels([d + ("\n(host)" if d == lay["host"] else "") for d in devices], fontsize=8)
+    ax.set_xticklabels(ticks, fontsize=MIN_TEXT_PT, rotation=90 if size["rotate"] else 0)
     ax.xaxis.tick_top()
     ax.set_yticks([])
     for spine in ax.spines.values():
         spine.set_visible(False)
-    more = "" if len(lay["rows"]) <= max_rows else f" (first {max_rows} of {len(lay['rows'])} rows)"
-    ax.set_title(lay["title"] + more + "\narrows: copies between devices", fontsize=9, pad=24)
-    plain_figure(fig).tight_layout()
+    ax.set_title(title, fontsize=TITLE_PT, loc="left")  # above the tick labels
+    plain_figure(fig).tight_layout(pad=0.8)  # room for text a little wider at a lower dpi
+    if own:  # from the label column's left edge: a title wider than the cells stays in the figure
+        renderer = fig._get_renderer()
+        left = min([t.get_window_extent(renderer).x0 for t in ax.texts] or [ax.bbox.x0])
+        ax.set_title(title, fontsize=TITLE_PT, loc="left", x=ax.transAxes.inverted().transform((left, 0))[0])
     return plain_figure(fig)
 
 
-def _draw_rows(ax: Any, rows: list[dict[str, Any]], col: dict[str, int], n_r: int) -> None:
+def _wrapped(text: str, width_in: float) -> str:
+    """``text`` in lines no wider than ``width_in`` inches at the title's size."""
+    import textwrap
+
+    chars = max(int(len(text) * (width_in - 0.3) / max(text_inches(text, TITLE_PT)[0], 0.01)), 20)
+    return "\n".join(textwrap.wrap(text, chars)) or text
+
+
+def _draw_copies(ax: Any, copies: list[dict[str, Any]], col: dict[str, int], n_r: int) -> None:
+    """The copies between devices: arrows over the columns (drawn whole, never cut by the axes)."""
+    from matplotlib.patches import FancyArrowPatch
+
+    for c in copies:
+        if c["src"] in col and c["dst"] in col:
+            x0, x1 = col[c["src"]] + 0.5, col[c["dst"]] + 0.5
+            ax.add_patch(FancyArrowPatch((x0, n_r + 0.15), (x1, n_r + 0.15), connectionstyle=f"arc3,rad={ARC_RAD}",
+                                         arrowstyle="-|>", mutation_scale=10, color="#f58518", linewidth=1.2,
+                                         clip_on=False))
+
+
+def _draw_rows(ax: Any, rows: list[dict[str, Any]], col: dict[str, int], n_r: int, *, narrow: bool = False) -> None:
     """One row of cells per op (coloured by stage, red edge where an output held a NaN/Inf)."""
     from matplotlib.patches import Rectangle
 
@@ -207,10 +265,9 @@ def _draw_rows(ax: Any, rows: list[dict[str, Any]], col: dict[str, int], n_r: in
             bad = r["nonfinite"].get(d, 0)
             ax.add_patch(Rectangle((col[d] + 0.05, yy + 0.08), 0.9, 0.84, facecolor=color, alpha=0.75,
                                    edgecolor="#b00" if bad else "white", linewidth=2.5 if bad else 1))
-            ax.text(col[d] + 0.5, yy + 0.5, f"{n}" + (" NaN/Inf" if bad else ""), ha="center", va="center",
-                    fontsize=7, color="white", fontweight="bold" if bad else "normal")
-        ax.text(-0.08, yy + 0.5, f"{STAGE_TITLES.get(r['stage'], r['stage'])}: {r['label']}", ha="right",
-                va="center", fontsize=7, color=color)
+            ax.text(col[d] + 0.5, yy + 0.5, _cell_text(n, bad, narrow=narrow), ha="center", va="center",
+                    fontsize=MIN_TEXT_PT, color="white", fontweight="bold" if bad else "normal")
+        ax.text(-0.08, yy + 0.5, _row_label(r), ha="right", va="center", fontsize=MIN_TEXT_PT, color=color)
 
 
 def _png(fig: Any) -> bytes:

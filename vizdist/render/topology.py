@@ -24,11 +24,20 @@ from __future__ import annotations
 
 import base64
 import io
+import re
 from html import escape
 from typing import Any
 
 from vizdist.analysis.topology import NETWORK_WORDS, Topology, topology
-from vizdist.render._text import described, plain_figure, short
+from vizdist.render._text import (
+    MAX_WIDTH_IN,
+    MIN_TEXT_PT,
+    TITLE_PT,
+    described,
+    plain_figure,
+    short,
+    text_inches,
+)
 
 __all__ = ["TopologyView", "plot_topology", "show_topology", "topology", "topology_html", "topology_layout"]
 
@@ -50,7 +59,15 @@ ROWS = {
     "data_service": {"dispatcher": 0, "data_worker": 1, "consumer": 2},
     "tpu": {"client": 0, "coordinator": 0},
 }
-DX, DY = 4.0, 2.4
+# Positions are in inches (the figure draws one data unit per inch): a task's box holds its lines at
+# MIN_TEXT_PT; rows of more than MAX_PER_ROW tasks wrap, so a figure stays within a notebook's width.
+HALF_W = 0.85  # half a task box's width
+WRAP = 22  # characters per line in a task box
+LINE_IN = MIN_TEXT_PT * 1.25 / 72
+GAP_X, GAP_Y = 0.3, 0.75  # between boxes (rows leave room for the links' labels)
+DX = 2 * HALF_W + GAP_X
+MAX_PER_ROW = 4
+PAD = 0.15  # the network box around the tasks
 
 
 def _topology(source: Any) -> Topology:
@@ -80,10 +97,13 @@ def _lines(task: Any) -> list[str]:
 def topology_layout(source: Any, *, highlight: str | None = None) -> dict[str, Any]:
     """Plain JSON: nodes (name, lines, position, colour), edges, the network box, title, notes.
 
+    Positions are in inches (``half``: a task box's half width and height), so the figure's text
+    fits its boxes at ``MIN_TEXT_PT``.
+
     Example:
         >>> lay = topology_layout({"chief": ["h:1"], "worker": ["h:2"], "ps": ["h:3"]})
         >>> [(n["name"], n["y"]) for n in lay["nodes"]]
-        [('chief:0', 0.0), ('worker:0', -2.4), ('ps:0', -4.8)]
+        [('chief:0', 0.0), ('worker:0', -1.615), ('ps:0', -3.23)]
     """
     topo = _topology(source)
     inside = [t for t in topo.tasks if t.job != "launcher"]
@@ -91,26 +111,55 @@ def topology_layout(source: Any, *, highlight: str | None = None) -> dict[str, A
     rows: dict[int, list[Any]] = {}
     for t in inside:
         rows.setdefault(_row(topo, t.job, jobs), []).append(t)
-    nodes = []
-    for r, (_, members) in enumerate(sorted(rows.items())):
-        for i, t in enumerate(members):
-            nodes.append(_node(t, (i - (len(members) - 1) / 2) * DX, -r * DY, highlight))
-    width = max((abs(n["x"]) for n in nodes), default=0.0) + DX / 2
-    depth = -min((n["y"] for n in nodes), default=0.0)
+    half_h = max(len(_title(t.name, t.this)) + len(_wrapped(*_lines(t))) for t in topo.tasks) * LINE_IN / 2 + 0.12
+    dy = 2 * half_h + GAP_Y
+    lines = [members[i:i + MAX_PER_ROW] for _, members in sorted(rows.items())
+             for i in range(0, len(members), MAX_PER_ROW)]
+    nodes = [_node(t, (i - (len(members) - 1) / 2) * DX, -r * dy, highlight)
+             for r, members in enumerate(lines) for i, t in enumerate(members)]
+    width = max((abs(n["x"]) for n in nodes), default=0.0) + HALF_W + PAD
+    depth = -min((n["y"] for n in nodes), default=0.0) + half_h + PAD
+    label = NETWORK_WORDS.get(topo.network, topo.network)
+    label_h = len(_wrapped(label, width=int(2 * width / 0.07))) * LINE_IN + 0.1
     senders = [n["y"] for n in nodes if any(lk.kind == "files" and lk.src == n["name"] for lk in topo.links)]
     for t in topo.tasks:
         if t.job == "launcher":  # beside its one sender's row, else below them (lines stay clear of boxes)
-            y = senders[0] if len(senders) == 1 else min(senders, default=0.0) - DY
-            nodes.append(_node(t, width + DX * (0.9 if len(senders) == 1 else 0.6), y, highlight))
+            y = senders[0] if len(senders) == 1 else min(senders, default=0.0) - dy
+            nodes.append(_node(t, width + GAP_X + HALF_W, y, highlight))
     edges = [_edge(lk, highlight) for lk in topo.links]
     box = None
     if topo.network:
-        box = {"x0": -width, "x1": width, "y0": -depth - 1.0, "y1": 1.0, "private": topo.network == "private",
-               "label": NETWORK_WORDS.get(topo.network, topo.network)}
+        box = {"x0": -width, "x1": width, "y0": -depth, "y1": half_h + max(PAD, _rise(nodes, topo.links)) + label_h,
+               "private": topo.network == "private", "label": label}
     nodes.sort(key=lambda n: [t.name for t in topo.tasks].index(n["name"]))  # in the topology's order
     return {"title": f"{topo.mode} topology (from {topo.source})", "mode": topo.mode, "nodes": nodes,
+            "half": [HALF_W, round(half_h, 3)],
             "edges": edges, "box": box, "network": NETWORK_WORDS.get(topo.network, topo.network),
             "leader": topo.leader, "notes": list(topo.notes), "summary": _summary(topo), "highlight": highlight}
+
+
+def _rise(nodes: list[dict[str, Any]], links: list[Any]) -> float:
+    """How far the arcs between tasks of the top row rise above it (the network's label goes above them)."""
+    at = {n["name"]: n for n in nodes}
+    spans = [abs(at[lk.src]["x"] - at[lk.dst]["x"]) for lk in links if lk.kind != "files"
+             and lk.src in at and lk.dst in at and at[lk.src]["y"] == at[lk.dst]["y"] == 0]
+    return max([0.15 * (d - 0.6) + 0.15 for d in spans if d > DX + 1e-9], default=0.0)
+
+
+def _title(name: str, this: bool) -> list[str]:
+    """A task box's title lines (bold)."""
+    return _wrapped(name) + (["(this process)"] if this else [])
+
+
+def _wrapped(*lines: str, width: int = WRAP) -> list[str]:
+    """``lines`` wrapped to ``width`` characters (a parenthesis stays whole), for the figure."""
+    import textwrap
+
+    out = []
+    for line in lines:
+        kept = re.sub(r"\(([^)]*)\)", lambda m: "(" + m.group(1).replace(" ", "\xa0") + ")", str(line))
+        out += textwrap.wrap(kept, width, break_on_hyphens=False) or [""]
+    return "\n".join(out).split("\n")
 
 
 def _node(task: Any, x: float, y: float, highlight: str | None) -> dict[str, Any]:
@@ -144,6 +193,10 @@ def _summary(topo: Topology) -> str:
 def plot_topology(source: Any, *, highlight: str | None = None, title: str | None = None, ax: Any = None) -> Any:
     """Draw the tasks (boxes: advertised address, what they listen on) and who connects to whom.
 
+    One data unit is one inch: the figure is as big as its tasks, legend and title need (rows of
+    more than four tasks wrap), every text at least ``MIN_TEXT_PT`` points; a link's label is
+    left out where it would cover a box or another label (the legend names every kind).
+
     Args:
         source: a :class:`~vizdist.analysis.topology.Topology`, or anything :func:`vizdist.topology`
             reads (a trace, a resolver, a cluster spec, ``TF_CONFIG``).
@@ -162,30 +215,71 @@ def plot_topology(source: Any, *, highlight: str | None = None, title: str | Non
     import matplotlib.pyplot as plt
 
     lay = topology_layout(source, highlight=highlight)
-    xs = [n["x"] for n in lay["nodes"]] or [0.0]
-    ys = [n["y"] for n in lay["nodes"]] or [0.0]
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(min(3.5 + 0.75 * (max(xs) - min(xs) + 1.4 * DX), 18),
-                                        1.2 + 0.75 * (max(ys) - min(ys) + 3.0)))
-        plt.close(fig)
-    else:
-        fig = ax.figure
-    _draw_box(ax, lay["box"])
+    half = tuple(lay["half"])
     where = {n["name"]: (n["x"], n["y"]) for n in lay["nodes"]}
-    for e in lay["edges"]:
-        _draw_edge(ax, e, where, label=len(lay["edges"]) <= 8)
-    for n in lay["nodes"]:
-        _draw_node(ax, n)
-    _legend(ax, lay["edges"])
-    ax.set_xlim(min(xs) - DX * 0.7, max(xs) + DX * 0.7)
-    arcs = any(_ends(where[e["src"]], where[e["dst"]], straight=e["kind"] == "files")[2]
-               for e in lay["edges"] if e["src"] in where and e["dst"] in where)
-    ax.set_ylim(min(ys) - 1.5, max(ys) + (1.3 + 0.15 * (max(xs) - min(xs)) if arcs else 1.5))
+    own = ax is None
+    if own:
+        fig = plt.figure()
+        ax = fig.add_axes((0, 0, 1, 1))
+        plt.close(fig)
+    fig = ax.figure
+    _draw_box(ax, lay["box"])
+    labels = [_draw_edge(ax, e, where, half, label=len(lay["edges"]) <= 8) for e in lay["edges"]]
+    boxes = [_draw_node(ax, n, half) for n in lay["nodes"]]
+    legend = _legend(ax, lay["edges"])
+    x0, x1, y0, y1 = _extent(lay, where, half)
+    ax.set_xlim(x0, x1)
+    ax.set_ylim(y0, y1)
     ax.set_aspect("equal")
     ax.axis("off")
-    ax.set_title(title or lay["title"], fontsize=10)
-    plain_figure(fig).tight_layout()
+    ax.set_title(title or lay["title"], fontsize=TITLE_PT)
+    if own:
+        _fit(fig, ax, legend, x1 - x0, y1 - y0)
+    _drop_covering([t for t in labels if t is not None], boxes, fig)
     return described(plain_figure(fig), lay["summary"])
+
+
+def _extent(lay: dict[str, Any], where: dict[str, tuple[float, float]], half: tuple[float, ...]
+            ) -> tuple[float, float, float, float]:
+    """The drawing's limits, in inches: the boxes, the network box and the arcs over a row."""
+    xs = [n["x"] for n in lay["nodes"]] or [0.0]
+    ys = [n["y"] for n in lay["nodes"]] or [0.0]
+    x0, x1 = min(xs) - half[0] - 0.08, max(xs) + half[0] + 0.08
+    y0, y1 = min(ys) - half[1] - 0.08, max(ys) + half[1] + 0.08
+    if lay["box"]:
+        b = lay["box"]
+        x0, x1, y0, y1 = min(x0, b["x0"] - 0.08), max(x1, b["x1"] + 0.08), min(y0, b["y0"] - 0.08), max(y1, b["y1"] + 0.08)
+    for e in lay["edges"]:
+        if e["src"] in where and e["dst"] in where:
+            a, b, rad = _ends(where[e["src"]], where[e["dst"]], half, straight=e["kind"] == "files")
+            y1 = max(y1, a[1] + abs(rad) / 2 * abs(b[0] - a[0]) + 0.1)  # an arc's peak
+    return x0, x1, y0, y1
+
+
+def _fit(fig: Any, ax: Any, legend: Any, width: float, height: float) -> None:
+    """Size ``fig`` to the drawing (one unit an inch), the title above it and the legend below it."""
+    renderer = fig._get_renderer()
+    title_w, title_h = text_inches(ax.get_title(), TITLE_PT)
+    leg_w, leg_h = (0.0, 0.0)
+    if legend is not None:
+        box = legend.get_window_extent(renderer)
+        leg_w, leg_h = box.width / fig.dpi, box.height / fig.dpi + 0.1
+    fig_w = min(max(width, leg_w, title_w) + 0.2, max(width + 0.04, MAX_WIDTH_IN))
+    fig_h = height + title_h + 0.15 + leg_h + 0.1
+    fig.set_size_inches(fig_w, fig_h)
+    ax.set_position(((fig_w - width) / 2 / fig_w, (leg_h + 0.1) / fig_h, width / fig_w, height / fig_h))
+
+
+def _drop_covering(labels: list[Any], boxes: list[Any], fig: Any) -> None:
+    """Leave out each link label that covers a task box or a label kept before it."""
+    renderer = fig._get_renderer()
+    taken = [b.get_window_extent(renderer) for b in boxes]
+    for t in labels:
+        ext = t.get_window_extent(renderer).expanded(1.05, 1.1)
+        if any(ext.overlaps(o) for o in taken):
+            t.remove()
+        else:
+            taken.append(ext)
 
 
 def _draw_box(ax: Any, box: dict[str, Any] | None) -> None:
@@ -195,22 +289,20 @@ def _draw_box(ax: Any, box: dict[str, Any] | None) -> None:
         return
     color = "#666666" if box["private"] else "#c44e52"
     ax.add_patch(FancyBboxPatch((box["x0"], box["y0"]), box["x1"] - box["x0"], box["y1"] - box["y0"],
-                                boxstyle="round,pad=0.1", facecolor="#f4f4f4" if box["private"] else "none",
+                                boxstyle="round,pad=0.05", facecolor="#f4f4f4" if box["private"] else "none",
                                 edgecolor=color, linestyle="--", linewidth=1.2, zorder=0))
-    ax.text(box["x0"] + 0.1, box["y1"] - 0.05, short(box["label"], 90), fontsize=7, color=color, va="top")
+    text = "\n".join(_wrapped(short(box["label"], 90), width=int((box["x1"] - box["x0"]) / 0.07)))
+    ax.text(box["x0"] + 0.08, box["y1"] - 0.06, text, fontsize=MIN_TEXT_PT, color=color, va="top")
 
 
-HALF_W, HALF_H = 1.45, 0.65  # a task's box, in data units
-
-
-def _rim(x0: float, y0: float, x1: float, y1: float) -> tuple[float, float]:
+def _rim(x0: float, y0: float, x1: float, y1: float, half: tuple[float, ...]) -> tuple[float, float]:
     """Where the straight line from box centre (x0, y0) towards (x1, y1) leaves the box."""
     dx, dy = x1 - x0, y1 - y0
-    t = min(HALF_W / abs(dx) if dx else float("inf"), HALF_H / abs(dy) if dy else float("inf"))
+    t = min(half[0] / abs(dx) if dx else float("inf"), half[1] / abs(dy) if dy else float("inf"))
     return x0 + dx * t * 1.04, y0 + dy * t * 1.04
 
 
-def _ends(p: tuple[float, float], q: tuple[float, float], *, straight: bool = False
+def _ends(p: tuple[float, float], q: tuple[float, float], half: tuple[float, ...], *, straight: bool = False
           ) -> tuple[tuple[float, float], tuple[float, float], float]:
     """Start, end and curvature of an edge between two boxes (same row: over the top, as an arc,
     unless they are neighbours or ``straight``)."""
@@ -218,45 +310,53 @@ def _ends(p: tuple[float, float], q: tuple[float, float], *, straight: bool = Fa
     if abs(y0 - y1) < 1e-9:
         side = 1 if x1 > x0 else -1
         if straight or abs(x1 - x0) <= DX + 1e-9:  # neighbours: straight, side to side
-            return (x0 + side * HALF_W, y0), (x1 - side * HALF_W, y1), 0.0
-        return (x0 + side * 0.5, y0 + HALF_H), (x1 - side * 0.5, y1 + HALF_H), -0.3 * side
-    return _rim(x0, y0, x1, y1), _rim(x1, y1, x0, y0), 0.0
+            return (x0 + side * half[0], y0), (x1 - side * half[0], y1), 0.0
+        return (x0 + side * 0.3, y0 + half[1]), (x1 - side * 0.3, y1 + half[1]), -0.3 * side
+    return _rim(x0, y0, x1, y1, half), _rim(x1, y1, x0, y0, half), 0.0
 
 
-def _draw_edge(ax: Any, e: dict[str, Any], where: dict[str, tuple[float, float]], *, label: bool) -> None:
+def _draw_edge(ax: Any, e: dict[str, Any], where: dict[str, tuple[float, float]], half: tuple[float, ...], *,
+               label: bool) -> Any:
+    """The arrow of one link, and its label (returned, or None)."""
     from matplotlib.patches import FancyArrowPatch
 
     if e["src"] not in where or e["dst"] not in where:
-        return
-    a, b, rad = _ends(where[e["src"]], where[e["dst"]], straight=e["kind"] == "files")
+        return None
+    a, b, rad = _ends(where[e["src"]], where[e["dst"]], half, straight=e["kind"] == "files")
     ax.add_patch(FancyArrowPatch(a, b, connectionstyle=f"arc3,rad={rad}",
                                  arrowstyle="<|-|>" if e["mutual"] else "-|>", mutation_scale=11,
                                  shrinkA=0, shrinkB=0, color=e["color"], alpha=0.25 if e["dim"] else 0.9,
                                  linestyle=":" if e["seen"] == "not seen" else "--" if e["dashed"] else "-",
-                                 linewidth=1.3, zorder=3))
-    if label and not e["dim"]:
-        # the middle of matplotlib's arc3 curve: half-way to its control point
-        mx = (a[0] + b[0]) / 2 + rad * (b[1] - a[1]) / 2
-        my = (a[1] + b[1]) / 2 - rad * (b[0] - a[0]) / 2
-        ax.text(mx, my, short(e["label"], 40), fontsize=6, color=e["color"], ha="center", va="center",
-                zorder=4, bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5, "alpha": 0.8})
+                                 linewidth=1.3, zorder=1.5))  # under the boxes (white): crossings hide
+    if not label or e["dim"]:
+        return None
+    # the middle of matplotlib's arc3 curve: half-way to its control point
+    mx = (a[0] + b[0]) / 2 + rad * (b[1] - a[1]) / 2
+    my = (a[1] + b[1]) / 2 - rad * (b[0] - a[0]) / 2
+    return ax.text(mx, my, "\n".join(_wrapped(short(e["label"], 60), width=26)), fontsize=MIN_TEXT_PT,
+                   color=e["color"], ha="center", va="center", zorder=4,
+                   bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5, "alpha": 0.8})
 
 
-def _draw_node(ax: Any, n: dict[str, Any]) -> None:
+def _draw_node(ax: Any, n: dict[str, Any], half: tuple[float, ...]) -> Any:
+    """A task's box (returned) with its name and lines."""
     from matplotlib.patches import FancyBboxPatch
 
     alpha = 0.3 if n["dim"] else 1.0
-    ax.add_patch(FancyBboxPatch((n["x"] - HALF_W, n["y"] - HALF_H), 2 * HALF_W, 2 * HALF_H, boxstyle="round,pad=0.05",
-                                facecolor="white", edgecolor=n["color"], linewidth=3.0 if n["this"] else 1.6,
-                                alpha=alpha, zorder=2))
-    title = n["name"] + (" (this process)" if n["this"] else "")
-    ax.text(n["x"], n["y"] + 0.38, short(title, 34), ha="center", va="center", fontsize=8, fontweight="bold",
-            color=n["color"], alpha=alpha, zorder=3)
-    ax.text(n["x"], n["y"] - 0.15, "\n".join(short(line, 38) for line in n["lines"]), ha="center", va="center",
-            fontsize=6, color="#333333", alpha=alpha, zorder=3, linespacing=1.3)
+    patch = ax.add_patch(FancyBboxPatch((n["x"] - half[0], n["y"] - half[1]), 2 * half[0], 2 * half[1],
+                                        boxstyle="round,pad=0.03", facecolor="white", edgecolor=n["color"],
+                                        linewidth=3.0 if n["this"] else 1.6, alpha=alpha, zorder=2))
+    title = _title(n["name"], n["this"])
+    top = n["y"] + half[1] - 0.08
+    ax.text(n["x"], top, "\n".join(title), ha="center", va="top", fontsize=MIN_TEXT_PT, fontweight="bold",
+            color=n["color"], alpha=alpha, zorder=3, linespacing=1.25)
+    ax.text(n["x"], top - len(title) * LINE_IN, "\n".join(_wrapped(*n["lines"])), ha="center", va="top",
+            fontsize=MIN_TEXT_PT, color="#333333", alpha=alpha, zorder=3, linespacing=1.25)
+    return patch
 
 
-def _legend(ax: Any, edges: list[dict[str, Any]]) -> None:
+def _legend(ax: Any, edges: list[dict[str, Any]]) -> Any:
+    """The kinds of link, under the drawing (returned, or None)."""
     from matplotlib.lines import Line2D
 
     seen: dict[str, dict[str, Any]] = {}
@@ -266,9 +366,11 @@ def _legend(ax: Any, edges: list[dict[str, Any]]) -> None:
                       label=f"{k}: {short(e['label'].split(':')[0], 40)}") for k, e in seen.items()]
     if any(e["seen"] == "not seen" for e in edges):
         handles.append(Line2D([0], [0], color="#999999", linestyle=":", label="dotted: not seen in this run"))
-    if handles:
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False,
-                  title="arrow: who connects to whom", title_fontsize=7)
+    if not handles:
+        return None
+    return ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), fontsize=MIN_TEXT_PT,
+                     frameon=False, ncol=2 if len(handles) > 2 else 1, title="arrow: who connects to whom",
+                     title_fontsize=MIN_TEXT_PT)
 
 
 def _png(source: Any, highlight: str | None = None) -> bytes:
