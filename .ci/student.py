@@ -37,13 +37,16 @@ def student_notebook(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 
 def write_student_copy(src: Path, out: Path) -> list[Path]:
-    """Write every notebook of ``src`` (and the data folder it reads) as a student copy into ``out``."""
+    """Write every notebook of ``src`` (with the helper module and images they read) as a student copy into ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for path in sorted(src.glob("*.ipynb")):
         nb = student_notebook(nbformat.read(path, as_version=4))
         nbformat.write(nb, out / path.name)
         written.append(out / path.name)
+    for helper in ("course.py",):  # the notebooks import it (import course)
+        if (src / helper).is_file():
+            shutil.copy2(src / helper, out / helper)
     if (src / "img").is_dir():
         shutil.copytree(src / "img", out / "img", dirs_exist_ok=True)
     return written

@@ -27,6 +27,9 @@ def test_student_copy_clears_every_reveal_and_keeps_the_text(tmp_path):
         code = [c for c in after if c["cell_type"] == "code"]
         assert all(not c["outputs"] for c in code[2:]), f"{path.name}: a reveal kept its output"
         assert any(c["outputs"] for c in code[:2]), f"{path.name}: the setup's output is gone"
+    imported = {p.name for p in committed if "import course" in p.read_text()}
+    assert imported and (tmp_path / "course.py").read_text() == (ROOT / "notebooks" / "course.py").read_text(), \
+        f"{sorted(imported)} import course: the student copy needs notebooks/course.py beside them"
 
 
 def test_where_next_names_real_findings_notebooks_and_claims():

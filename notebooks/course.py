@@ -1,0 +1,137 @@
+"""The course's plumbing: the pandas and trace-metadata reads a lesson needs but does not teach.
+
+The notebooks ``import course`` (this file, beside them) so their cells show TensorFlow and what
+vizdist recorded, not DataFrame bookkeeping. Every helper reads a finished trace (no TensorFlow is
+imported here). The exercise checks print ``done: ...`` when the goal is met and ``not yet: ...``
+(what is still wrong) otherwise; ``tests/test_solutions.py`` runs each on the committed start and on
+the model answer, and ``tests/test_course.py`` checks every helper against plain TensorFlow runs.
+
+Example:
+    >>> import vizdist, course
+    >>> t = vizdist.Trace.from_records(
+    ...     batches=[dict(step=0, replica=0, n_elements=2), dict(step=0, replica=1, n_elements=0, empty=True)])
+    >>> course.sizes(t).to_dict()          # {replica: {step: elements}}
+    {0: {0: 2}, 1: {0: 0}}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+import vizdist
+
+__all__ = ["bad_elements", "batch_devices", "check_every_replica_fed", "check_fit_feeds_every_replica", "check_guess",
+           "check_one_arrival_each", "dataset_fn_calls", "failed_element", "finding", "nonfinite_graph_ops",
+           "passes", "sizes", "sizes_side_by_side", "times_seen"]
+
+
+# --- what each replica got -------------------------------------------------------------------------
+
+def sizes(trace: vizdist.Trace) -> pd.DataFrame:
+    """How many elements each replica got at each step: steps down, replicas across."""
+    return trace.batches.pivot(index="step", columns="replica", values="n_elements")
+
+
+def sizes_side_by_side(runs: Mapping[str, vizdist.Trace]) -> pd.DataFrame:
+    """:func:`sizes` of several runs, one block of columns per run (named by the mapping's keys)."""
+    return pd.concat({name: sizes(t) for name, t in runs.items()}, axis=1)
+
+
+def batch_devices(trace: vizdist.Trace) -> pd.Series:
+    """The device each replica's batch was on (``CPU:1``, ``GPU:0``), by replica, for one step's run."""
+    return trace.batches.set_index("replica")["device"].str.split("device:").str[-1]
+
+
+def dataset_fn_calls(trace: vizdist.Trace) -> pd.DataFrame:
+    """One row per call TF made to the ``dataset_fn``: the ``InputContext`` it passed."""
+    return pd.DataFrame(trace.meta["input_contexts"])
+
+
+def passes(trace: vizdist.Trace) -> pd.DataFrame:
+    """One row per pass Keras made over a dataset in a ``vizdist.record()`` block (build, train, validation)."""
+    return pd.DataFrame(trace.meta["passes"])
+
+
+def times_seen(trace: vizdist.Trace, *, phase: str = "train") -> pd.Series:
+    """How many examples were seen how many times in ``phase``: index = times seen, value = examples."""
+    rows = trace.elements[trace.elements["phase"] == phase]
+    counts = rows.groupby("source_id").size().value_counts().sort_index()
+    return counts.rename_axis("times seen").rename("examples")
+
+
+# --- findings and NaN/Inf ----------------------------------------------------------------------------
+
+def finding(trace: vizdist.Trace, code: str) -> pd.Series:
+    """The first finding of ``vizdist.diagnose(trace)`` with this ``code`` (a KeyError names those found)."""
+    found = vizdist.diagnose(trace)
+    rows = found[found["code"] == code]
+    if rows.empty:
+        raise KeyError(f"no {code!r} finding; the findings are {sorted(set(found['code']))}")
+    return rows.iloc[0]
+
+
+def nonfinite_graph_ops(trace: vizdist.Trace) -> pd.DataFrame:
+    """The graph ops (of a ``placement=True`` run) whose outputs held a NaN or an Inf, and where they ran."""
+    ops = [o for o in trace.meta["placement"]["ops"] if o["nonfinite"] and o["kind"] == "graph"]
+    table = pd.DataFrame(ops, columns=["stage", "op_type", "graph", "device", "nonfinite"])
+    return table.rename(columns={"op_type": "op", "nonfinite": "outputs with NaN/Inf"})
+
+
+def bad_elements(trace: vizdist.Trace) -> pd.DataFrame:
+    """The source elements that reached a replica holding a NaN or an Inf: step, replica, source_id."""
+    rows = trace.meta["placement"]["numerics"]["bad_rows"]
+    bad = pd.DataFrame(rows, columns=["step", "replica", "position"]).drop_duplicates()
+    found = bad.merge(trace.elements, on=["step", "replica", "position"])
+    return found[["step", "replica", "source_id"]].reset_index(drop=True)
+
+
+def failed_element(trace: vizdist.Trace) -> dict[str, Any]:
+    """The element an input ``map``/``filter`` raised on (the partial trace of a failed run)."""
+    return dict(trace.meta["placement"]["numerics"]["failed_element"])
+
+
+# --- exercise checks: each prints "done: ..." or "not yet: ..." ------------------------------------
+
+def _verdict(done: str, problems: list[str]) -> None:
+    print(f"done: {done}" if not problems else "not yet: " + "; ".join(problems))
+
+
+def check_every_replica_fed(trace: vizdist.Trace, *, global_batch: int) -> None:
+    """00: every replica gets elements at every step, with the global batch kept at ``global_batch``."""
+    b = trace.batches[trace.batches["empty"]]
+    problems = [f"replica {r} still gets 0 elements at step {s}" for s, r in zip(b["step"], b["replica"], strict=True)]
+    if trace.meta["global_batch_size"] != global_batch:
+        problems.append(f"the global batch is {trace.meta['global_batch_size']} now; keep it at {global_batch}")
+    _verdict("every replica gets elements at every step", problems)
+
+
+def check_one_arrival_each(trace: vizdist.Trace, *, n: int, per_replica: int) -> None:
+    """02: each of the ``n`` source elements reaches one replica once, ``per_replica`` per replica per step."""
+    ids, b = trace.elements["source_id"], trace.batches
+    problems = [f"element {i} arrives {k} times" for i, k in ids.value_counts().sort_index().items() if k > 1][:3]
+    problems += [f"element {i} never arrives" for i in sorted(set(range(n)) - set(ids))][:3]
+    problems += [f"replica {r} gets {k} elements at step {s}, not {per_replica}"
+                 for s, r, k in zip(b["step"], b["replica"], b["n_elements"], strict=True) if k != per_replica][:3]
+    _verdict(f"each element reaches one replica, {per_replica} per replica per step", problems)
+
+
+def check_fit_feeds_every_replica(trace: vizdist.Trace, *, examples: int, failed: BaseException | None) -> None:
+    """02b: ``fit`` ran (``failed`` is its error, if any) and every replica trained on examples at every step."""
+    problems = ["fit failed: the first global batch does not split evenly over 4 replicas"] if failed else []
+    b = trace.batches[trace.batches["phase"] == "train"]
+    problems += [f"replica {r} trains on an empty batch at step {s}"
+                 for s, r in b.loc[b["empty"], ["epoch_step", "replica"]].itertuples(index=False)]
+    if len(b) and b["n_elements"].sum() != examples:
+        problems.append(f"{b['n_elements'].sum()} of {examples} examples trained on")
+    _verdict("fit runs and every replica gets examples at every step", problems)
+
+
+def check_guess(trace: vizdist.Trace, guess: Mapping[str, int]) -> None:
+    """07: ``guess`` names the source element holding a NaN/Inf, the step and the replica that got it."""
+    first = bad_elements(trace).iloc[0]
+    real = {"source": int(first["source_id"]), "step": int(first["step"]), "replica": int(first["replica"])}
+    wrong = [key for key in real if guess.get(key) != real[key]]
+    _verdict("that is the element, step and replica", [f"look again at {', '.join(wrong)}"] if wrong else [])
