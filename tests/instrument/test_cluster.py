@@ -528,3 +528,28 @@ def test_isolated_cluster_is_unreachable_from_the_network_and_traces_the_same(tm
     assert probes == {False: [True, True], True: [False, False]}
     cols = ["worker", "step", "replica", "position", "source_id"]
     assert traces[True].elements[cols].values.tolist() == traces[False].elements[cols].values.tolist()
+
+
+def _stalls_after_two(ctx: WorkerContext) -> Trace:
+    """A pipeline that gives two elements, then blocks (a stalled reader), traced with the default timeout."""
+    import tensorflow as tf
+
+    import vizdist
+
+    def gen():
+        yield from (0, 1)
+        time.sleep(3600)
+
+    ds = tf.data.Dataset.from_generator(gen, output_signature=tf.TensorSpec((), tf.int64)).batch(1)
+    return vizdist.trace_distribution(None, ds, progress=False)
+
+
+@pytest.mark.slow
+def test_a_stalled_run_in_a_task_returns_its_trace_before_the_cluster_stops_it() -> None:
+    """The default timeout is cut to end TASK_MARGIN_S before the cluster's: the partial trace comes back."""
+    from vizdist.instrument.processes.supervisor import TASK_MARGIN_S
+
+    with LocalCluster(workers=1, timeout=TASK_MARGIN_S + 25, progress=False) as cluster:
+        trace = cluster.run(_stalls_after_two)
+    assert trace.meta["stopped"] == "timeout" and trace.meta["steps_run"] == 2
+    assert trace.meta["timeout_s"] < 25

@@ -37,7 +37,7 @@ from vizdist.instrument.observe.topology import write_listen_file
 from vizdist.instrument.processes import jobfiles
 from vizdist.instrument.processes.cluster import USER_TASK_MODES, WorkerContext
 from vizdist.instrument.processes.shards import stamp, task_from_tf_config
-from vizdist.instrument.processes.supervisor import POLL_S, report
+from vizdist.instrument.processes.supervisor import POLL_S, report, set_task_deadline
 from vizdist.instrument.run.rows import task_number
 from vizdist.instrument.service import registry
 from vizdist.trace import Trace
@@ -135,6 +135,7 @@ def main(argv: list[str]) -> int:
             num_ps=int(spec["ps"]), collective_timeout=float(spec["collective_timeout"]), job_dir=str(job),
             deadline=float(spec.get("deadline", 0.0)),
         )
+        set_task_deadline(ctx.deadline)  # bounded runs in this task end before the launcher stops it
         result = run_task(ctx, job, spec)
         if result is not None:
             _write_json(jobfiles.RESULT.path(job, ctx.task), result)

@@ -66,16 +66,19 @@ from vizdist.instrument.processes import jobfiles
 
 __all__ = [
     "DEFAULT_TIMEOUT",
+    "TASK_MARGIN_S",
     "Child",
     "FolderJanitor",
     "Namespace",
     "Supervisor",
+    "bounded_timeout",
     "check_count",
     "check_seconds",
     "free_ports",
     "port_in_use",
     "process_limit",
     "report",
+    "set_task_deadline",
     "userns_switches",
     "vizdist_root",
 ]
@@ -83,6 +86,29 @@ __all__ = [
 #: How long a call that starts processes or servers waits by default (``timeout=``) before it stops
 #: them and returns (or raises with) what it has: no call vizdist makes waits without a bound.
 DEFAULT_TIMEOUT = 180.0
+#: In a task a :class:`LocalCluster` started, a bounded run ends this long before the launcher's own
+#: deadline, so its partial trace comes back before the launcher stops the task.
+TASK_MARGIN_S = 15.0
+_task_deadline = 0.0  # time.time() by which the launcher stops this process (0: no launcher)
+
+
+def set_task_deadline(deadline: float) -> None:
+    """Note the wall-clock time (``time.time()``) by which this process's launcher stops it (0: none)."""
+    global _task_deadline
+    _task_deadline = float(deadline)
+
+
+def bounded_timeout(timeout: float | None) -> float | None:
+    """``timeout``, cut to end :data:`TASK_MARGIN_S` before this task's launcher deadline, if it has one.
+
+    Example:
+        >>> bounded_timeout(30.0), bounded_timeout(None)   # no launcher deadline in this process
+        (30.0, None)
+    """
+    if not _task_deadline:
+        return timeout
+    left = max(10.0, _task_deadline - time.time() - TASK_MARGIN_S)
+    return left if timeout is None else min(float(timeout), left)
 
 POLL_S = 0.05
 STATUS_ENV = "VIZDIST_STATUS_FILE"

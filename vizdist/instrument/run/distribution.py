@@ -31,6 +31,7 @@ import numpy as np
 import tensorflow as tf
 
 from vizdist.errors import TracingError
+from vizdist.instrument.processes.supervisor import DEFAULT_TIMEOUT, bounded_timeout
 from vizdist.instrument.run import engine
 from vizdist.instrument.run.inputs import (
     base_meta,
@@ -172,7 +173,7 @@ def trace_distribution(
     max_steps: int = DEFAULT_MAX_STEPS,
     progress: bool | None = None,
     timing: bool | int = False,
-    timeout: float | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT,
     placement: bool | str = False,
 ) -> Trace:
     """Run a real strategy over a real dataset and record where every element went.
@@ -213,10 +214,12 @@ def trace_distribution(
             The profiler covers the first 16 steps (at most 2048 elements);
             pass a number instead of ``True`` to profile that many steps
             (``0``: host spans only).
-        timeout: seconds to wait for the whole run; a pipeline still running
-            (or blocked) then returns what was recorded, with
-            ``meta["stopped"] == "timeout"`` and a ``timed-out`` finding.
-            None waits for the data (Ctrl-C still returns what was recorded).
+        timeout: seconds to wait for the whole run (default ``DEFAULT_TIMEOUT``,
+            180 s; in a task a ``LocalCluster`` started, also no later than 15 s before
+            the cluster stops it); a pipeline still running (or blocked) then returns
+            what was recorded, with ``meta["stopped"] == "timeout"`` and a
+            ``timed-out`` finding. None waits for the data (Ctrl-C still returns
+            what was recorded).
         placement: also record where every op ran (input pipeline, copies to
             the devices, variables, the step, reductions) and NaN/Inf in what
             each replica got, with TF's debugger; stored in
@@ -281,6 +284,7 @@ PLACEMENT_MODES = ("NO_TENSOR", "CURT_HEALTH", "FULL_HEALTH")
 def loop_trace(run: engine.Run, loop: Loop, dist: Any, meta: dict[str, Any], *, total: int | None,
                 progress: bool | None, timeout: float | None) -> Trace:
     """Run the loop (inside every observer's loop context) and build the trace, or raise with it."""
+    timeout = bounded_timeout(timeout)
     bar = progress_bar(total, progress)
     try:
         with run.loop():

@@ -393,7 +393,7 @@ def trace_tf1(
     session: Any = None,
     max_steps: int = DEFAULT_MAX_STEPS,
     progress: bool | None = None,
-    timeout: float | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT,
 ) -> Trace:
     """Trace a TF1 input loop: what each replica got from ``make_dataset_iterator`` / ``make_input_fn_iterator``.
 
@@ -419,8 +419,8 @@ def trace_tf1(
             dataset). None: a new session on the dataset's graph, closed at the end.
         max_steps: safety stop when ``steps`` is None and TF cannot tell where the data ends.
         progress: show a progress bar (None: only for runs known to take 200 steps or more).
-        timeout: seconds to wait for the whole run (then the steps recorded so far are returned,
-            ``meta["stopped"] == "timeout"``).
+        timeout: seconds to wait for the whole run (default ``DEFAULT_TIMEOUT``, 180 s; then the steps
+            recorded so far are returned, ``meta["stopped"] == "timeout"``); None waits for the data.
 
     Returns:
         A :class:`~vizdist.trace.Trace` of kind ``distribution``.

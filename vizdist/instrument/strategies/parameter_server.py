@@ -49,6 +49,7 @@ from typing import Any
 
 from vizdist._compat import renamed
 from vizdist.errors import TracingError
+from vizdist.instrument.processes.supervisor import DEFAULT_TIMEOUT, bounded_timeout
 from vizdist.instrument.run.rows import Recorder, strategy_name
 from vizdist.trace import Trace
 
@@ -68,7 +69,6 @@ PARTITIONERS: dict[str, dict[str, Any]] = {
 }
 _POLL_S = 0.05
 _ERROR_CHARS = 2000  # per attempt; the error join() raised is kept whole
-_MARGIN_S = 15.0  # record_parameter_server stops waiting this long before the launcher's deadline
 
 
 def _make_partitioner(name: str, spec: Mapping[str, Any] | Any) -> Any:
@@ -493,7 +493,8 @@ def _check_args(strategy: Any, steps: Any, timeout: Any) -> None:
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be an int >= 1; got {steps!r}.")
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
-        raise ValueError(f"timeout must be a positive number of seconds; got {timeout!r}.")
+        raise ValueError(f"timeout must be a positive number of seconds; got {timeout!r}. A parameter-server "
+                         "run has no end of data (TF advises repeated datasets), so it always needs a bound.")
     if "ParameterServer" not in type(strategy).__name__:
         raise TypeError(
             f"trace_parameter_server needs a ParameterServerStrategy; got {type(strategy).__name__}. "
@@ -509,7 +510,7 @@ def trace_parameter_server(
     step_fn: Callable[[Any], Any] | None = None,
     coordinator: Any = None,
     variables: Mapping[str, Any] | None = None,
-    timeout: float = 120.0,
+    timeout: float = DEFAULT_TIMEOUT,
     pause_after: int | None = None,
     on_pause: Callable[[], Mapping[str, Any] | None] | None = None,
 ) -> Trace:
@@ -532,8 +533,10 @@ def trace_parameter_server(
             ``meta["variables"]`` lists their shards (:func:`variable_shards`)
             with ``updates``, how often each shard was updated (read back
             after the run; -1 and ``read_error`` when it could not be read).
-        timeout: seconds to wait for the closures. Past it, vizdist stops
-            waiting and returns what finished (``meta["stopped"] == "timeout"``,
+        timeout: seconds to wait for the closures (default ``DEFAULT_TIMEOUT``,
+            180 s; in a task a ``LocalCluster`` started, also no later than 15 s
+            before the cluster stops it). Past it, vizdist stops waiting and
+            returns what finished (``meta["stopped"] == "timeout"``,
             ``meta["partial"]``); TF's own wait (``join``) is left in a thread.
         pause_after: schedule this many closures, wait for them, call
             ``on_pause()`` (to stop a task, say), then schedule the rest; a
@@ -559,6 +562,7 @@ def trace_parameter_server(
     import tensorflow as tf
 
     _check_args(strategy, steps, timeout)
+    timeout = float(bounded_timeout(timeout) or timeout)  # a number stays a number
     if coordinator is None:
         coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     per_worker_dataset, per_worker_iterator, info, contexts = _per_worker_input(coordinator, strategy, dataset_fn)
@@ -691,7 +695,7 @@ def record_parameter_server(
     stop: str | None = None,
     stop_after: int | None = None,
     update_variables: bool = True,
-    timeout: float | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
     lose: str | None = None,
     lose_after: int | None = None,
 ) -> Trace:
@@ -718,8 +722,8 @@ def record_parameter_server(
         update_variables: each closure adds 1 to every variable (real writes
             on every ps holding a shard); ``meta["variables"][i]["updates"]``
             is how many times that shard was updated (-1: unreadable).
-        timeout: seconds to wait for the closures; default: until 15 s before
-            the cluster's own ``timeout``.
+        timeout: seconds to wait for the closures (see :func:`trace_parameter_server`: at most
+            until 15 s before the cluster's own ``timeout``).
         lose, lose_after: deprecated spellings of ``stop``, ``stop_after``.
 
     Example:
@@ -756,8 +760,7 @@ def record_parameter_server(
         except TimeoutError as exc:
             return {"stopped_task": lose, "error": str(exc)}
 
-    wait = timeout if timeout is not None else max(10.0, min(600.0, ctx.time_left() - _MARGIN_S))
-    trace = trace_parameter_server(strategy, dataset_fn, steps=steps, step_fn=step_fn, timeout=wait,
+    trace = trace_parameter_server(strategy, dataset_fn, steps=steps, step_fn=step_fn, timeout=timeout,
                                    variables=variables if update_variables else None,
                                    pause_after=lose_after if lose else None, on_pause=stop_task if lose else None)
     meta = dict(trace.meta)
