@@ -163,7 +163,7 @@ def _workload(tf: Any, strategy: Any, shape: Shape, folder: str) -> dict[str, An
         return n
 
     def traced(**kw: Any) -> int:
-        t = vizdist.trace_distribution(strategy, dataset(), step_fn=step, progress=False, **kw)
+        t = vizdist.trace_distribution(strategy, dataset(), step_fn=step, progress=False, timeout=None, **kw)
         return int(t.meta["steps_run"])
 
     def tag_only() -> int:
@@ -186,7 +186,8 @@ def _workload(tf: Any, strategy: Any, shape: Shape, folder: str) -> dict[str, An
 
     variants: dict[str, Any] = {"untraced": untraced, "traced": traced, "tag only": tag_only,
                                 "id only": id_only}
-    variants["_trace"] = lambda: vizdist.trace_distribution(strategy, dataset(), step_fn=step, progress=False)
+    variants["_trace"] = lambda: vizdist.trace_distribution(strategy, dataset(), step_fn=step, progress=False,
+                                                          timeout=None)
     return variants
 
 
