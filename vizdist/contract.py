@@ -127,8 +127,9 @@ Placement keys (``distribution`` / ``multi_worker``; written only when asked,
   :class:`PlacementOp`: one row per stage, op, graph and device, with a
   ``count`` and the ``first_step``/``last_step`` it ran in), ``copies`` (list
   of :class:`PlacementCopy`: data moved between devices, ``src`` -> ``dst``,
-  and how), ``devices`` (list of str), ``batch_devices`` (list of str: the
-  device each replica's batch arrived on), ``step_names`` (list of str: the
+  and how), ``host`` (str: the device of the input pipeline's host iterator,
+  where batches are made), ``devices`` (list of str), ``batch_devices`` (list
+  of str: the device each replica's batch arrived on), ``step_names`` (list of str: the
   step functions' graph names), ``steps_marked`` (int), ``notes`` (list of
   str), ``cost_s`` (dict: seconds the debugger added to the run / took to
   read), and with ``CURT_HEALTH``/``FULL_HEALTH`` ``numerics`` (dict,
@@ -429,6 +430,7 @@ class PlacementMeta(TypedDict, total=False):
     source: str
     ops: list[PlacementOp]
     copies: list[PlacementCopy]
+    host: str
     devices: list[str]
     batch_devices: list[str]
     step_names: list[str]
