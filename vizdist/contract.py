@@ -264,7 +264,14 @@ class ClusterMeta(TypedDict, total=False):
 
 
 class TimingMeta(TypedDict, total=False):
-    """``meta["timing"]``: how the ``events`` times were measured."""
+    """``meta["timing"]``: how the ``events`` times were measured.
+
+    ``clock``, ``anchor`` (the process's perf_counter -> Unix epoch anchor), ``worker``, ``notes``;
+    ``xplane`` (TF profiler spans are in ``events``), ``xplane_error`` (why not), ``xplane_clock``;
+    ``profile_start_time`` / ``profile_stop_time`` (int: the profiler's window, Unix epoch ns, from
+    its ``Task Environment`` plane) and ``profiled_steps`` (int: the steps the profiler window covered,
+    from step 0).
+    """
 
     clock: str
     anchor: dict[str, Any]
@@ -273,6 +280,9 @@ class TimingMeta(TypedDict, total=False):
     xplane: bool
     xplane_error: str
     xplane_clock: str
+    profile_start_time: int
+    profile_stop_time: int
+    profiled_steps: int
 
 
 class _StoppedWorkerRequired(TypedDict):
