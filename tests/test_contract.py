@@ -29,6 +29,22 @@ def test_module_docstring_documents_every_key_of_every_kind():
             assert f"``{key}``" in doc, f"{kind}: key {key!r} is not documented in vizdist/contract.py"
 
 
+def _members(tp: object) -> set[object]:
+    import types as pytypes
+
+    return set(typing.get_args(tp)) if typing.get_origin(tp) in (typing.Union, pytypes.UnionType) else {tp}
+
+
+def test_trace_meta_is_every_key_of_every_kind_with_each_kinds_type():
+    """``TraceMeta`` (the type of ``Trace.meta``) is the union of the kinds' ``TypedDict``s, key by key."""
+    union = typing.get_type_hints(contract.TraceMeta)
+    assert set(union) == set().union(*(_all_keys(td) for td in KINDS.values()))
+    assert not contract.TraceMeta.__required_keys__
+    for key, tp in union.items():
+        per_kind = [typing.get_type_hints(td)[key] for td in KINDS.values() if key in typing.get_type_hints(td)]
+        assert _members(tp) == set().union(*map(_members, per_kind)), f"{key!r}: TraceMeta has {tp}, kinds {per_kind}"
+
+
 def _meta_keys_read(path: Path) -> set[str]:
     """String keys read as ``<x>.meta.get("k")``, ``<x>.meta["k"]``, ``meta.get("k")`` or ``meta["k"]``."""
     keys = set()

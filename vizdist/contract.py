@@ -3,7 +3,8 @@
 A :class:`~vizdist.trace.Trace` holds three tables (see ``vizdist.trace.SCHEMA``)
 and one JSON-able dict, ``trace.meta``. This module is the one place that says
 what may be in that dict. Every meta has a ``kind`` (which instrument made it);
-each kind has a ``TypedDict`` below naming its keys and their types. Every key
+each kind has a ``TypedDict`` below naming its keys and their types
+(:class:`TraceMeta`, the type of ``Trace.meta``, is all of them together). Every key
 is optional (hand-built traces carry few), but a key that is present must have
 its documented type: :func:`validate_meta` checks that whenever a trace is
 built or loaded, so a wrong value is a :class:`TraceFormatError` naming the
@@ -126,8 +127,9 @@ Placement keys (``distribution`` / ``multi_worker``; written only when asked,
   :class:`PlacementOp`: one row per stage, op, graph and device, with a
   ``count`` and the ``first_step``/``last_step`` it ran in), ``copies`` (list
   of :class:`PlacementCopy`: data moved between devices, ``src`` -> ``dst``,
-  and how), ``devices`` (list of str), ``batch_devices`` (list of str: the
-  device each replica's batch arrived on), ``step_names`` (list of str: the
+  and how), ``host`` (str: the device of the input pipeline's host iterator,
+  where batches are made), ``devices`` (list of str), ``batch_devices`` (list
+  of str: the device each replica's batch arrived on), ``step_names`` (list of str: the
   step functions' graph names), ``steps_marked`` (int), ``notes`` (list of
   str), ``cost_s`` (dict: seconds the debugger added to the run / took to
   read), and with ``CURT_HEALTH``/``FULL_HEALTH`` ``numerics`` (dict,
@@ -246,7 +248,7 @@ __all__ = [
     "DistributedValuesMeta", "DistributionMeta", "FailedElement", "FailedReplica", "FailedStep", "LossScalingRow",
     "LostTask", "MultiWorkerMeta", "NetworkMeta", "NonfiniteOp", "NumericsMeta", "ParameterServerMeta",
     "PlacementCopy", "PlacementMeta", "PlacementOp", "ReductionMeta", "ServiceRead", "ShardComparisonMeta", "Stall",
-    "StoppedWorker", "TPUCore", "TPUHost", "TPUMeta", "TimingMeta", "TraceFormatError", "infer_kind",
+    "StoppedWorker", "TPUCore", "TPUHost", "TPUMeta", "TimingMeta", "TraceFormatError", "TraceMeta", "infer_kind",
     "join_reductions",
     "validate_meta",
 ]
@@ -262,7 +264,14 @@ class ClusterMeta(TypedDict, total=False):
 
 
 class TimingMeta(TypedDict, total=False):
-    """``meta["timing"]``: how the ``events`` times were measured."""
+    """``meta["timing"]``: how the ``events`` times were measured.
+
+    ``clock``, ``anchor`` (the process's perf_counter -> Unix epoch anchor), ``worker``, ``notes``;
+    ``xplane`` (TF profiler spans are in ``events``), ``xplane_error`` (why not), ``xplane_clock``;
+    ``profile_start_time`` / ``profile_stop_time`` (int: the profiler's window, Unix epoch ns, from
+    its ``Task Environment`` plane) and ``profiled_steps`` (int: the steps the profiler window covered,
+    from step 0).
+    """
 
     clock: str
     anchor: dict[str, Any]
@@ -271,6 +280,9 @@ class TimingMeta(TypedDict, total=False):
     xplane: bool
     xplane_error: str
     xplane_clock: str
+    profile_start_time: int
+    profile_stop_time: int
+    profiled_steps: int
 
 
 class _StoppedWorkerRequired(TypedDict):
@@ -428,6 +440,7 @@ class PlacementMeta(TypedDict, total=False):
     source: str
     ops: list[PlacementOp]
     copies: list[PlacementCopy]
+    host: str
     devices: list[str]
     batch_devices: list[str]
     step_names: list[str]
@@ -664,7 +677,82 @@ class ShardComparisonMeta(CommonMeta, total=False):
     auto_shard_log: list[str]
 
 
-#: kind -> the TypedDict of its keys.
+class TraceMeta(CommonMeta, total=False):
+    """``trace.meta`` of any kind: every key of every kind's ``TypedDict`` (the type ``Trace.meta`` has).
+
+    A key two kinds type differently has both types here (``steps_requested``: int or null for
+    ``distribution``, int for ``parameter_server``; ``pipelines``: a list, or for ``shard_comparison``
+    a dict). :func:`validate_meta` checks a meta against its own kind's ``TypedDict``
+    (:data:`KINDS`), which is narrower; ``tests/test_contract.py`` keeps this union in step with them.
+    """
+
+    # distribution / multi_worker (DistributionMeta)
+    host: str
+    gpus: int
+    iteration: str
+    execution: str
+    options: dict[str, Any]
+    steps_requested: int | None
+    steps_run: int
+    shard_policy: str
+    per_replica_batch_size: int | None
+    input_contexts: list[dict[str, Any]]
+    pipeline: list[Any]
+    pipelines: list[Any] | dict[str, Any]
+    sources: list[Any]
+    pipeline_flags: dict[str, Any]
+    element_spec: str
+    distributed_element_spec: str
+    rebatch: str
+    stopped: str
+    worker: int
+    placement: PlacementMeta
+    reductions: list[ReductionMeta]
+    loss_scaling: list[LossScalingRow]
+    loss_scaling_global_batch_size: int | None
+    distributed_values: list[DistributedValuesMeta]
+    services: list[ServiceRead]
+    datasets: list[dict[str, Any]]
+    passes: list[dict[str, Any]]
+    phases: list[str]
+    phase: str
+    tpu: TPUMeta
+    # parameter_server (ParameterServerMeta)
+    num_ps: int | None
+    steps_scheduled: int
+    step_workers: list[int]
+    closures: list[ClosureRecord]
+    attempts_recorded: bool
+    per_worker_values: dict[str, Any]
+    remote_values: dict[str, str]
+    timeout_s: float
+    interventions: list[dict[str, Any]]
+    variables: list[dict[str, Any]]
+    variable_shape: list[int]
+    # data_service (DataServiceMeta)
+    instrument: str
+    processing_mode: str
+    sharding_policy: str
+    workers_in_process: bool
+    worker_attribution: str | None
+    fault_tolerant_mode: bool
+    job_name: str
+    consumers: int
+    num_consumers: int | None
+    coordinated_reads: bool
+    steps: int | None
+    tagging: dict[str, Any]
+    expected_source_ids: list[int] | None
+    stopped_workers: list[StoppedWorker]
+    complete: bool
+    stall: Stall
+    abandoned_consumer_threads: int
+    # shard_comparison (ShardComparisonMeta)
+    files: list[str]
+    replicas_per_worker: int
+    auto_shard_log: list[str]
+
+
 def join_reductions(metas: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]] | None:
     """One multi-worker reduction per index: every worker's inputs, results, ops and collectives together.
 
@@ -702,6 +790,7 @@ def join_reductions(metas: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]] 
 JOINS: dict[str, Callable[[Sequence[Mapping[str, Any]]], Any]] = {"reductions": join_reductions}
 
 
+#: kind -> the TypedDict of its keys.
 KINDS: dict[str, type] = {
     "distribution": DistributionMeta,
     "multi_worker": MultiWorkerMeta,
@@ -797,7 +886,7 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def validate_meta(meta: Mapping[str, Any], *, source: str = "trace meta") -> dict[str, Any]:
+def validate_meta(meta: Mapping[str, Any], *, source: str = "trace meta") -> TraceMeta:
     """Check ``meta`` against the contract; return it (a new dict) with ``kind`` set.
 
     A missing ``kind`` is inferred (:func:`infer_kind`). Raises
@@ -828,4 +917,4 @@ def validate_meta(meta: Mapping[str, Any], *, source: str = "trace meta") -> dic
                 + ("nothing (the key is missing)." if bad is _MISSING else f"{_short(bad)} ({type(bad).__name__})."))
     for i, shard in enumerate(out.get("shards") or []):
         validate_meta(shard, source=f"{source} (shards[{i}])")
-    return out
+    return typing.cast(TraceMeta, out)  # checked above against its kind's keys, each a TraceMeta key

@@ -26,8 +26,9 @@ Tables (each has at least these columns; instruments may add more):
 ``meta``
     A JSON-able dict whose keys are defined by the meta contract in
     :mod:`vizdist.contract`: a ``kind`` (which instrument made the trace)
-    and, per kind, the keys and their types. It is checked whenever a
-    trace is built or loaded.
+    and, per kind, the keys and their types (``Trace.meta`` is typed
+    :class:`vizdist.contract.TraceMeta`, a plain dict at run time). It is
+    checked whenever a trace is built or loaded.
 
 Traces save to JSON (``.json`` / ``.json.gz``) or to a Parquet folder
 (``.parquet``) and load back equal. Never pickle: a trace file is data
@@ -58,7 +59,7 @@ import pandas as pd
 from vizdist import views
 from vizdist._files import NotRegularFile, open_regular, write_file
 from vizdist._loadcheck import Limits, OverLimit, check_meta_counts, check_rows, check_table
-from vizdist.contract import JOINS, KINDS, validate_meta
+from vizdist.contract import JOINS, KINDS, TraceMeta, validate_meta
 from vizdist.errors import TraceFormatError
 
 # KINDS and validate_meta: the meta contract (vizdist/contract.py), re-exported beside SCHEMA.
@@ -253,7 +254,7 @@ def _json_meta(meta: Mapping[str, Any] | None) -> dict[str, Any]:
         raise TraceFormatError(f"trace meta is not JSON-able ({type(exc).__name__}: {exc}).") from None
 
 
-def _head_meta(doc: Any, source: str, limits: Limits) -> dict[str, Any]:
+def _head_meta(doc: Any, source: str, limits: Limits) -> TraceMeta:
     """Check a trace document's format and version; return its meta, migrated and validated."""
     if not isinstance(doc, Mapping) or doc.get("format") != FORMAT:
         raise TraceFormatError(
@@ -272,10 +273,10 @@ def _head_meta(doc: Any, source: str, limits: Limits) -> dict[str, Any]:
         raise TraceFormatError(f"{source} is a damaged vizdist trace: it has {what}. Re-record it.")
     if version >= 2 and "kind" not in meta:
         raise TraceFormatError(f"{source} is a damaged vizdist trace: its meta has no 'kind'. Re-record it.")
-    meta = validate_meta(meta, source=source)  # version 1: kind inferred
+    checked = validate_meta(meta, source=source)  # version 1: kind inferred
     with _damaged(source):
-        check_meta_counts(meta, limits)
-    return meta
+        check_meta_counts(checked, limits)
+    return checked
 
 
 def _clip(text: str, limit: int = 200) -> str:
@@ -341,7 +342,7 @@ class Trace:
         self.elements = _normalize("elements", elements)
         self.batches = _normalize("batches", batches)
         self.events = _normalize("events", events)
-        self.meta: dict[str, Any] = validate_meta(_json_meta(meta))
+        self.meta: TraceMeta = validate_meta(_json_meta(meta))
 
     # -- construction -----------------------------------------------------
     @classmethod
@@ -699,7 +700,7 @@ def _load_entry(c: Path, limits: Limits) -> Trace:
 class _Shard:
     """One shard's meta, for :func:`_merged_meta` (the fast path builds no Trace per shard)."""
 
-    def __init__(self, meta: dict[str, Any]) -> None:
+    def __init__(self, meta: TraceMeta) -> None:
         self.meta = meta
 
 

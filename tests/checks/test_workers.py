@@ -78,6 +78,15 @@ def test_worker_starved_when_file_sharding_failed_before_any_data() -> None:
     assert "Could not apply FILE based sharding" in row["message"] and "1 worker(s) failed" in row["message"]
 
 
+def test_worker_starved_lists_parameter_server_errors_which_are_a_list() -> None:
+    """``meta["errors"]`` is a list of str in parameter_server traces (the contract); this crashed diagnose()."""
+    t = Trace.from_records(elements=[dict(step=0, replica=0, worker=0, source_id=0, position=0)],
+                           batches=[dict(step=0, replica=0, worker=0, n_elements=1)],
+                           meta={"kind": "parameter_server", "num_workers": 2, "errors": ["worker-1: UnavailableError"]})
+    row = diagnose(t).query("code == 'worker-starved'").iloc[0]
+    assert row["workers"] == [1] and "Workers also failed: worker-1: UnavailableError." in row["message"]
+
+
 def test_worker_starved_silent_when_every_worker_has_data() -> None:
     t = _file_trace({0: [("a.txt", 0)], 1: [("b.txt", 0)]}, "FILE")
     assert "worker-starved" not in _codes(t)

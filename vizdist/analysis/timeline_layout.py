@@ -119,6 +119,7 @@ def _lanes(ev: pd.DataFrame) -> tuple[np.ndarray, list[tuple[int, str, bool]]]:
     key = worker_code.astype(np.int64) * len(names) + name_code
     n_keys = len(workers) * len(names)
     rows = np.bincount(key, minlength=n_keys)
+    profiler_rows: np.ndarray  # weighted counts: floats
     if "origin" in ev.columns:
         profiler_rows = np.bincount(key, weights=(ev["origin"] == "xplane").to_numpy(bool), minlength=n_keys)
     else:

@@ -476,7 +476,7 @@ def _trace_jobs(meta: Mapping[str, Any], net: Mapping[str, Any], mode: str) -> d
     """Jobs from the recorded addresses, else from the counts the trace kept (addresses unknown)."""
     if net["addresses"]:
         return {j: dict(enumerate(a)) for j, a in net["addresses"].items()}
-    cluster = meta.get("cluster") if isinstance(meta.get("cluster"), Mapping) else {}
+    cluster: Mapping[str, Any] = c if isinstance(c := meta.get("cluster"), Mapping) else {}
     if mode == "parameter_server":
         counts = {"chief": _counted(cluster.get("chief")) or 1,
                   "worker": _counted(cluster.get("workers")) or _counted(meta.get("num_workers")),
@@ -488,7 +488,7 @@ def _trace_jobs(meta: Mapping[str, Any], net: Mapping[str, Any], mode: str) -> d
 
 
 def _trace_mode(meta: Mapping[str, Any]) -> str:
-    cluster = meta.get("cluster") if isinstance(meta.get("cluster"), Mapping) else {}
+    cluster: Mapping[str, Any] = c if isinstance(c := meta.get("cluster"), Mapping) else {}
     if meta.get("kind") == "parameter_server" or cluster.get("mode") == "ps":
         return "parameter_server"
     if isinstance(meta.get("tpu"), Mapping):
@@ -568,7 +568,8 @@ def _connected_pairs(tasks: list[Task], connections: Mapping[str, list[str]]) ->
     for t in tasks:
         if t.address:
             ports.setdefault(t.address.rpartition(":")[2], []).append(t.name)
-    recorded, pairs = set(), set()
+    recorded: set[str] = set()
+    pairs: set[tuple[str, str]] = set()
     for key, remotes in connections.items():
         sources = [key] if ":" in key else [t.name for t in tasks if t.job == key]
         recorded.update(sources)

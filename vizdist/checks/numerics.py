@@ -24,15 +24,16 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from vizdist.contract import FailedElement, FailedStep, NonfiniteOp, NumericsMeta
 from vizdist.diagnose import Finding, check
 from vizdist.trace import Trace
 
 
-def _numerics(trace: Trace) -> dict[str, Any]:
+def _numerics(trace: Trace) -> NumericsMeta:
     return (trace.meta.get("placement") or {}).get("numerics") or {}
 
 
-def _op_text(op: dict[str, Any] | None) -> str:
+def _op_text(op: NonfiniteOp | None) -> str:
     if not op:
         return ""
     where = "the input pipeline" if op.get("stage") == "pipeline" else (
@@ -97,7 +98,7 @@ def _node(message: str) -> str:
     return m.group(1) if m else ""
 
 
-def _arrived_inputs(failed: dict[str, Any], failing: int | None) -> tuple[str, tuple[int, ...]]:
+def _arrived_inputs(failed: FailedStep, failing: int | None) -> tuple[str, tuple[int, ...]]:
     """What the failed step's replicas held (its batch had arrived), and the replicas to name."""
     parts = []
     for r in failed.get("replicas", []):
@@ -111,7 +112,7 @@ def _arrived_inputs(failed: dict[str, Any], failing: int | None) -> tuple[str, t
     return " The step's batch had arrived: " + "; ".join(parts) + ".", replicas
 
 
-def _element_text(element: dict[str, Any], step: int, host: str) -> str:
+def _element_text(element: FailedElement, step: int, host: str) -> str:
     """The element a function (map, filter, ...) of the input pipeline raised on (``failed_element``), in words."""
     ids = element.get("source_ids") or []
     files = element.get("source_files") or [""] * len(ids)
@@ -128,7 +129,7 @@ def _element_text(element: dict[str, Any], step: int, host: str) -> str:
             f"the run: {element.get('how', '')}; {element.get('checked', '?')} element(s) checked.")
 
 
-def _failed_inputs(failed: dict[str, Any], failing: int | None, element: dict[str, Any] | None,
+def _failed_inputs(failed: FailedStep, failing: int | None, element: FailedElement | None,
                    host: str) -> tuple[str, tuple[int, ...]]:
     """What is known of the inputs of the step that raised, and the replicas to name."""
     if failed.get("arrived"):

@@ -31,19 +31,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any
 
+from vizdist.contract import ClosureRecord, TraceMeta
 from vizdist.diagnose import Finding, check
 from vizdist.trace import Trace
 
 __all__ = ["ps_ps_lost", "ps_worker_lost"]
 
 
-def _closures(meta: dict[str, Any]) -> list[dict[str, Any]]:
+def _closures(meta: TraceMeta) -> list[ClosureRecord]:
     return [c for c in meta.get("closures") or [] if isinstance(c, dict)]
 
 
-def _lost(meta: dict[str, Any], job: str) -> dict[int, str]:
+def _lost(meta: TraceMeta, job: str) -> dict[int, str]:
     """Lost tasks of ``job`` (``worker``/``ps``) -> how they were lost, from the launcher or TF's errors."""
     out: dict[int, str] = {}
     for entry in meta.get("lost_tasks") or []:
@@ -62,7 +62,7 @@ def _lost(meta: dict[str, Any], job: str) -> dict[int, str]:
     return {k: v for k, v in out.items() if k >= 0}
 
 
-def _count(closures: list[dict[str, Any]], status: str) -> int:
+def _count(closures: list[ClosureRecord], status: str) -> int:
     return sum(c.get("status") == status for c in closures)
 
 
@@ -71,7 +71,7 @@ def _ids(xs: list[int], limit: int = 8) -> str:
     return shown + (f", ... ({len(xs)} in all)" if len(xs) > limit else "")
 
 
-def _partial_writes(meta: dict[str, Any], lost_ps: int, done: int) -> str:
+def _partial_writes(meta: TraceMeta, lost_ps: int, done: int) -> str:
     """Shards on the ps that survived, updated more often than closures finished (failed closures wrote there)."""
     more = sorted({str(r.get("variable")) for r in meta.get("variables") or []
                    if isinstance(r, dict) and r.get("job") == "ps" and r.get("task") != lost_ps

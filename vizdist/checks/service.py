@@ -34,6 +34,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from vizdist.contract import ServiceRead, TraceMeta
 from vizdist.diagnose import Finding, check
 from vizdist.trace import Trace
 
@@ -50,7 +51,7 @@ def _is_service(trace: Trace) -> bool:
     return trace.meta["kind"] == "data_service"
 
 
-def _reads(trace: Trace) -> list[dict[str, Any]]:
+def _reads(trace: Trace) -> list[ServiceRead]:
     """The pipeline's reads from the service, in a distribution trace (``meta["services"]``)."""
     if trace.meta["kind"] not in ("distribution", "multi_worker"):
         return []
@@ -114,13 +115,13 @@ def _ids(ids: list[int], limit: int = 12) -> str:
     return shown + (f", ... ({len(ids)} in all)" if len(ids) > limit else "")
 
 
-def _mode(meta: dict[str, Any]) -> str:
+def _mode(meta: TraceMeta) -> str:
     policy = str(meta.get("sharding_policy", ""))
     mode = {"OFF": "parallel_epochs", "DYNAMIC": "distributed_epoch"}.get(policy)
     return f"{mode} (ShardingPolicy.{policy})" if mode else f"ShardingPolicy.{policy}"
 
 
-def _stopped(meta: dict[str, Any]) -> list[int]:
+def _stopped(meta: TraceMeta) -> list[int]:
     return [int(s["worker"]) for s in meta.get("stopped_workers") or []]
 
 
@@ -219,7 +220,7 @@ def service_lost(trace: Trace) -> Iterator[Finding]:
         yield from _lost_overall(meta, e, universe)
 
 
-def _lost_per_worker(meta: dict[str, Any], e: pd.DataFrame, universe: list[int]) -> Iterator[Finding]:
+def _lost_per_worker(meta: TraceMeta, e: pd.DataFrame, universe: list[int]) -> Iterator[Finding]:
     """OFF / HINT: each worker makes the whole dataset; what each one's consumers never got."""
     stopped = _stopped(meta)
     for w in range(int(meta.get("num_workers") or 0)):
@@ -246,7 +247,7 @@ def _lost_per_worker(meta: dict[str, Any], e: pd.DataFrame, universe: list[int])
                 "log.", workers=[w])
 
 
-def _lost_overall(meta: dict[str, Any], e: pd.DataFrame, universe: list[int]) -> Iterator[Finding]:
+def _lost_overall(meta: TraceMeta, e: pd.DataFrame, universe: list[int]) -> Iterator[Finding]:
     """Sharded (or unattributed) reads: the elements no consumer got, from any worker."""
     got = set(e["source_id"].tolist())
     lost = [i for i in universe if i not in got]
@@ -268,7 +269,7 @@ def _lost_overall(meta: dict[str, Any], e: pd.DataFrame, universe: list[int]) ->
             "worker was stopped by vizdist. A worker may have failed: check the worker logs.")
 
 
-def _promise(meta: dict[str, Any]) -> str:
+def _promise(meta: TraceMeta) -> str:
     """What the policy promises about copies (TF's ShardingPolicy; restarts: ledger 04-2, 04-3)."""
     if meta.get("sharding_policy") == "DYNAMIC":
         return f"{_mode(meta)} promises each element at most once per epoch."
@@ -276,7 +277,7 @@ def _promise(meta: dict[str, Any]) -> str:
             "makes its shard again from the start).")
 
 
-def _why_lost(meta: dict[str, Any], names: str) -> str:
+def _why_lost(meta: TraceMeta, names: str) -> str:
     if meta.get("sharding_policy") == "DYNAMIC":
         return (f"Under {_mode(meta)} the dispatcher had handed those elements' splits to worker {names}; they "
                 "died with it and are not handed out again. Fix: with fault_tolerant_mode=True and a work_dir "
@@ -287,7 +288,7 @@ def _why_lost(meta: dict[str, Any], names: str) -> str:
             "arrived arrives twice: de-duplicate by id), or accept a short epoch.")
 
 
-def _restart(meta: dict[str, Any]) -> str:
+def _restart(meta: TraceMeta) -> str:
     if meta.get("sharding_policy") == "DYNAMIC":
         return "it asks for the next split; the splits it held are lost"
     return "it makes its copy or shard again from the start: what had arrived arrives twice"

@@ -9,6 +9,7 @@ import pandas as pd
 
 from vizdist.checks.service import copies_by_design
 from vizdist.checks.workers import PASS_COLUMNS
+from vizdist.contract import ServiceRead, TraceMeta
 from vizdist.diagnose import Finding, check
 from vizdist.trace import Trace
 
@@ -41,7 +42,7 @@ def _global_batch(trace: Trace) -> int | None:
     return int(g) if isinstance(g, (int, float)) and g else None
 
 
-def _rebatch_rule(meta: dict[str, Any], replicas: int) -> str:
+def _rebatch_rule(meta: TraceMeta, replicas: int) -> str:
     """How TF cut the batches, when the trace knows which rebatch TF used (``meta["rebatch"]``).
 
     Example:
@@ -126,7 +127,7 @@ _BATCH_OPS = ("batch", "padded_batch", "ragged_batch", "rebatch")
 _KERAS_PHASES = ("train", "validation", "evaluate", "predict")
 
 
-def _empty_tail(meta: dict[str, Any]) -> str:
+def _empty_tail(meta: TraceMeta) -> str:
     """What a 0-sized replica batch does to the loss: Keras's own rule where Keras ran the step."""
     if meta.get("phase") in _KERAS_PHASES:
         return ("TF still runs the step there on a 0-sized batch. Keras 3 divides that replica's loss by its batch "
@@ -137,7 +138,7 @@ def _empty_tail(meta: dict[str, Any]) -> str:
             "divides by the global batch.")
 
 
-def _empty_message(meta: dict[str, Any], step: int, values: dict[int, int], drop_hint: str, g: int | None) -> str:
+def _empty_message(meta: TraceMeta, step: int, values: dict[int, int], drop_hint: str, g: int | None) -> str:
     """Why replicas got an empty batch at ``step`` (replica -> elements), and the fix."""
     empty = [r for r, v in values.items() if v == 0]
     head = f"At step {step}, {'replica' if len(empty) == 1 else 'replicas'} {_names(empty)} got an empty batch: "
@@ -172,7 +173,7 @@ def _global_mixup(p: int, replicas: int) -> str:
             f"input_context.get_per_replica_batch_size({p}) = {p // replicas}.")
 
 
-def _nested_batches(meta: dict[str, Any]) -> list[str]:
+def _nested_batches(meta: TraceMeta) -> list[str]:
     """The batch ops of a pipeline that batches its batches (a batch after a batch, no unbatch between).
 
     Example:
@@ -194,7 +195,7 @@ def _nested_batches(meta: dict[str, Any]) -> list[str]:
     return []
 
 
-def _nested_cause(meta: dict[str, Any], nested: list[str], values: dict[int, int]) -> tuple[str, str]:
+def _nested_cause(meta: TraceMeta, nested: list[str], values: dict[int, int]) -> tuple[str, str]:
     """Empty replicas of a dataset_fn's dataset that batches twice: few, big per-replica batches (distribute_lib.py,
     distribute_datasets_from_function: the dataset_fn's dataset is "already batched by per-replica batch
     size" and each replica "will dequeue one batch of inputs")."""
@@ -211,7 +212,7 @@ def _nested_cause(meta: dict[str, Any], nested: list[str], values: dict[int, int
             f"for {len(values)} replicas at this step.", f"{fix}, and drop the other batch.")
 
 
-def _batched_by_service(meta: dict[str, Any]) -> dict[str, Any] | None:
+def _batched_by_service(meta: TraceMeta) -> ServiceRead | None:
     """The tf.data service read whose served dataset was batched (the batch ran on the service workers)."""
     services = meta.get("services") or []
     if not services or not _batched_before(meta, "tf.data service ("):
@@ -220,14 +221,14 @@ def _batched_by_service(meta: dict[str, Any]) -> dict[str, Any] | None:
     return services[-1] if services[-1].get("sharding_policy") in ("OFF", "DYNAMIC") else None
 
 
-def _batched_before(meta: dict[str, Any], prefix: str) -> bool:
+def _batched_before(meta: TraceMeta, prefix: str) -> bool:
     """Whether the pipeline batches before an op whose label starts with ``prefix``."""
     ops = [str(op) for op in meta.get("pipeline") or []]
     at = [i for i, op in enumerate(ops) if op.startswith(prefix)]
     return bool(at) and any(op.split("(")[0] in _BATCH_OPS for op in ops[: at[-1]])
 
 
-def _partial_cause(meta: dict[str, Any], last: bool, split: str, drop_hint: str) -> str:
+def _partial_cause(meta: TraceMeta, last: bool, split: str, drop_hint: str) -> str:
     """Why a step's global batch was short, and the fix (TF's distribute docstring, data_service_ops.py:
     distributed_epoch sends splits to the workers, "which will perform the rest of the dataset
     transformations"; parallel_epochs: "the entire input dataset will be processed independently by each
@@ -299,7 +300,7 @@ def duplicate_elements(trace: Trace) -> Iterator[Finding]:
     )
 
 
-def _duplicate_cause(meta: dict[str, Any]) -> str:
+def _duplicate_cause(meta: TraceMeta) -> str:
     """Why elements came twice, from what the trace knows of its input: a dataset_fn that ignores its
     InputContext, readers of the tf.data service with a job each, or the pipeline itself."""
     contexts = meta.get("input_contexts") or []
@@ -324,7 +325,7 @@ def _universe(source: dict[str, Any]) -> set[int] | None:
     card = source.get("cardinality")
     if source.get("id_is") == "value" and source.get("kind") == "range":
         start, stop, step = source.get("start"), source.get("stop"), source.get("step")
-        if all(isinstance(v, int) for v in (start, stop, step)):
+        if isinstance(start, int) and isinstance(stop, int) and isinstance(step, int):
             return set(range(start, stop, step))
     if source.get("id_is") == "index" and isinstance(card, int) and card >= 0:
         return set(range(card))
@@ -359,7 +360,7 @@ def missing_elements(trace: Trace) -> Iterator[Finding]:
         )
 
 
-def _every_pipeline(meta: dict[str, Any]) -> bool | None:
+def _every_pipeline(meta: TraceMeta) -> bool | None:
     """Whether the trace holds every input pipeline its dataset_fn was called for (None: no dataset_fn).
 
     A sharded pipeline can only be judged whole: then every source element should arrive once.
@@ -381,7 +382,7 @@ def _every_pipeline(meta: dict[str, Any]) -> bool | None:
     return len(wanted) == 1 and ids == set(range(wanted.pop()))
 
 
-def _missing_cause(meta: dict[str, Any], flags: dict[str, Any], n: int) -> str:
+def _missing_cause(meta: TraceMeta, flags: dict[str, Any], n: int) -> str:
     """Why elements of an unfiltered, unsharded pipeline never arrived."""
     if not flags.get("drop_remainder"):
         return "they never reached any replica. Check the pipeline's filters and sharding."
@@ -401,7 +402,7 @@ def _missing_cause(meta: dict[str, Any], flags: dict[str, Any], n: int) -> str:
     )
 
 
-def provenance_exact(meta: dict[str, Any]) -> bool:
+def provenance_exact(meta: TraceMeta) -> bool:
     """True when every id in the trace is the real source element (``meta["provenance"] == "tagged"``).
 
     Error-severity findings about ids (duplicates) are only raised for exact traces.

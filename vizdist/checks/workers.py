@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any
 
 import pandas as pd
 
+from vizdist.contract import TraceMeta
 from vizdist.diagnose import Finding, check
 from vizdist.trace import Trace
 
@@ -29,7 +29,7 @@ __all__ = ["file_shard_fallback", "file_shard_unshardable", "worker_duplicates",
 _FILE_SHARD_ERROR = "Could not apply FILE based sharding"  # TF's shard op, with too few files
 
 
-def _policy(meta: dict[str, Any]) -> str:
+def _policy(meta: TraceMeta) -> str:
     """The auto-shard policy name (``meta["shard_policy"]``, see vizdist.contract), or ""."""
     return str(meta.get("shard_policy") or "").upper()
 
@@ -55,7 +55,7 @@ def _keys(e: pd.DataFrame) -> pd.Series:
             + e["source_line"].astype(str) + "|" + e["source_id"].astype(str))
 
 
-def _is_ps(meta: dict[str, Any]) -> bool:
+def _is_ps(meta: TraceMeta) -> bool:
     return meta["kind"] == "parameter_server" or (meta.get("cluster") or {}).get("mode") == "ps"
 
 
@@ -247,7 +247,8 @@ def worker_starved(trace: Trace) -> Iterator[Finding]:
     else:
         cause = "The worker's input shard was empty (its dataset_fn or shard() gave it no elements)."
     if errors:
-        cause += " Workers also failed: " + "; ".join(f"{k}: {v}" for k, v in sorted(errors.items())) + "."
+        failed = [f"{k}: {v}" for k, v in sorted(errors.items())] if isinstance(errors, dict) else texts
+        cause += " Workers also failed: " + "; ".join(failed) + "."
     fix = ("Give every worker data: use at least as many files as workers (ideally many more), or "
            "AutoShardPolicy.DATA; check that the number of batches is at least the number of workers.")
     yield Finding(

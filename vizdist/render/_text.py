@@ -84,7 +84,7 @@ def plain_figure(fig: Any, *, limit: int = MAX_LABEL) -> Any:
                 formatter.seq = [_tick(t, limit) for t in formatter.seq]
             elif isinstance(formatter, FuncFormatter) and not getattr(formatter, "_vizdist_plain", False):
                 plain = FuncFormatter(lambda x, pos, f=formatter: _tick(f(x, pos), limit))
-                plain._vizdist_plain = True
+                plain._vizdist_plain = True  # type: ignore[attr-defined]  # our mark: made here, not wrapped again
                 axis.set_major_formatter(plain)
     return fig
 

@@ -9,7 +9,7 @@ whole split and the findings.
 from __future__ import annotations
 
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -20,7 +20,10 @@ from vizdist.trace import Trace
 
 __all__ = ["Explorer", "show", "split_text"]
 
-widgets = require("ipywidgets", pip="ipywidgets", conda="ipywidgets")
+if TYPE_CHECKING:  # mypy reads the base classes from the package itself
+    import ipywidgets as widgets
+else:
+    widgets = require("ipywidgets", pip="ipywidgets", conda="ipywidgets")
 
 
 def split_text(layout: dict[str, Any], findings: pd.DataFrame) -> str:
@@ -115,8 +118,8 @@ class Explorer(widgets.VBox):  # type: ignore[misc]  # the base class comes from
         self.label.value = (f'<span data-step="{step}">step {step} of {lay["total_steps"]}'
                             f" (0–{lay['total_steps'] - 1})</span>")
         for card, rep, i in zip(self.cards.children, lay["replicas"], range(len(lay["replicas"])), strict=False):
-            cell = lay["cells"][row][i] if row is not None else {"labels": [], "empty": True, "partial": False,
-                                                                 "n": 0, "result": ""}
+            cell: dict[str, Any] = lay["cells"][row][i] if row is not None else {
+                "labels": [], "empty": True, "partial": False, "n": 0, "result": ""}
             border = "#b00" if cell["empty"] else ("#a60" if cell.get("partial") else "#999")
             result = (f"<br><small>step_fn → {escape(cell['result'])}</small>"
                       if cell.get("result") else "")

@@ -29,6 +29,7 @@ import re
 from html import escape
 from typing import Any
 
+from vizdist.contract import PlacementMeta, PlacementOp
 from vizdist.render._text import MAX_WIDTH_IN, MIN_TEXT_PT, TITLE_PT, plain_figure, short, text_inches
 from vizdist.trace import Trace
 
@@ -45,7 +46,7 @@ STAGE_COLORS = {
 }
 
 
-def _placement(trace: Trace) -> dict[str, Any]:
+def _placement(trace: Trace) -> PlacementMeta:
     if not isinstance(trace, Trace):
         raise TypeError(f"the placement view takes a vizdist.Trace; got {type(trace).__name__}.")
     p = trace.meta.get("placement")
@@ -66,7 +67,7 @@ def _graph_label(graph: str) -> str:
     return f"in {graph}" if graph else "eager"
 
 
-def _ran_in(op: dict[str, Any], step: int | None) -> bool:
+def _ran_in(op: PlacementOp, step: int | None) -> bool:
     if step is None:
         return True
     first, last = int(op.get("first_step", -1)), int(op.get("last_step", -1))
@@ -226,7 +227,9 @@ def plot_placement(trace: Trace, *, step: int | None = None, max_rows: int = 40,
     ax.set_title(title, fontsize=TITLE_PT, loc="left")  # above the tick labels
     plain_figure(fig).tight_layout(pad=0.8)  # room for text a little wider at a lower dpi
     if own:  # from the label column's left edge: a title wider than the cells stays in the figure
-        renderer = fig._get_renderer()
+        # the renderer tight_layout measured with (public get_window_extent() may reuse an older one);
+        # Figure._get_renderer is not in matplotlib's stubs
+        renderer = fig._get_renderer()  # type: ignore[attr-defined]
         left = min([t.get_window_extent(renderer).x0 for t in ax.texts] or [ax.bbox.x0])
         ax.set_title(title, fontsize=TITLE_PT, loc="left", x=ax.transAxes.inverted().transform((left, 0))[0])
     return plain_figure(fig)

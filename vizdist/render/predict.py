@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -38,7 +38,10 @@ from vizdist.trace import Trace
 __all__ = ["Predict", "Reveal", "arrivals", "elements_per_replica", "predict_arrivals", "predict_files",
            "predict_split", "workers_per_file"]
 
-widgets = require("ipywidgets", pip="ipywidgets", conda="ipywidgets")
+if TYPE_CHECKING:  # mypy reads the base classes from the package itself
+    import ipywidgets as widgets
+else:
+    widgets = require("ipywidgets", pip="ipywidgets", conda="ipywidgets")
 
 Run = Callable[[], Trace] | Trace
 Answer = Callable[[Trace], pd.DataFrame]

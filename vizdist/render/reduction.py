@@ -26,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 
+from vizdist.contract import ReductionMeta
 from vizdist.render._text import plain_figure
 from vizdist.trace import Trace
 
@@ -73,7 +74,7 @@ def reduction_layout(trace: Trace, *, index: int = 0) -> dict[str, Any]:
             "note": r.get("note", ""), "results": results, "inputs": inputs}
 
 
-def _collective_text(r: dict[str, Any]) -> str:
+def _collective_text(r: ReductionMeta) -> str:
     """`` (RingReduce, communication_hint ring)`` for a reduction made of collective ops, else ``""``."""
     coll = r.get("collectives") or []
     if not coll:

@@ -15,11 +15,13 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from vizdist.contract import TraceMeta
 from vizdist.render._text import described, plain_figure
 from vizdist.trace import Trace
 
@@ -39,7 +41,7 @@ def _worker_color(w: int) -> str:
     return _UNKNOWN if w < 0 else _WORKER_COLORS[w % len(_WORKER_COLORS)]
 
 
-def _mode_title(meta: dict[str, Any]) -> str:
+def _mode_title(meta: TraceMeta) -> str:
     policy = str(meta.get("sharding_policy", "?"))
     mode = {"OFF": "parallel_epochs", "DYNAMIC": "distributed_epoch"}.get(policy)
     return f"{mode} (ShardingPolicy.{policy})" if mode else f"ShardingPolicy.{policy}"
@@ -195,7 +197,8 @@ def _place(boxes: list[_Box], budget: float) -> tuple[list[_Box], int]:
 
     Returns the placed boxes and how many elements did not fit.
     """
-    placed, x = [], 0.0
+    placed: list[_Box] = []
+    x = 0.0
     for b in boxes:
         width = 1.0 if b.n == 1 else max(2.0, min(float(b.n), _label_units(f"{b.label} ({b.n})") + 0.4))
         if x + width > budget:
@@ -247,7 +250,7 @@ def plot_streams(
     by_replica = bool((e["replica"] >= 0).any())
     lane_col = "replica" if by_replica else "consumer"
     lanes = sorted(int(v) for v in e[lane_col].unique()) or [0]
-    stall = trace.meta.get("stall") or {}
+    stall: Mapping[str, Any] = trace.meta.get("stall") or {}
     stalled = [c for c in stall.get("consumers", []) if not by_replica and c in lanes]
     budget = (STREAMS_MAX_WIDTH_IN - 2.4) / _MIN_BOX_IN - _TAIL * (2 if stalled else 1)
     streams = {lane: e[e[lane_col] == lane].sort_values("order", kind="stable") for lane in lanes}
@@ -346,7 +349,7 @@ def _arrival_x(boxes: list[_Box], k: int) -> float:
     return boxes[-1].x + boxes[-1].width if boxes else 0.0
 
 
-def _streams_legend(ax: Any, workers: set[int], stops: list[str], stall: dict[str, Any],
+def _streams_legend(ax: Any, workers: set[int], stops: list[str], stall: Mapping[str, Any],
                     stalled: list[int]) -> None:
     """Worker colours and what the red marks mean, under the axes (never over the lanes)."""
     from matplotlib.lines import Line2D

@@ -132,7 +132,8 @@ def _draw_polygons(ax: Axes, lay: TimelineLayout, d: _Drawn, colors: np.ndarray,
     idx = np.arange(len(lay)) if d.keep is None else np.flatnonzero(d.keep)
     order = idx[np.argsort(lay.depth[idx], kind="stable")]
     verts = _rects(lay.start_ms[order], lay.end_ms[order], d.lane_row[lay.lane[order]], _heights(lay.depth[order]))
-    ax.add_collection(PolyCollection(verts, facecolors=colors[lay.stage_code[order]], edgecolors="white",
+    # matplotlib takes an (N, 4, 2) array of polygons (its docs); its stubs say a Sequence only
+    ax.add_collection(PolyCollection(verts, facecolors=colors[lay.stage_code[order]], edgecolors="white",  # type: ignore[arg-type]
                                      linewidths=0.3 if len(order) < 3000 else 0.0,
                                      alpha=0.25 if faded else 0.95))
 
@@ -148,6 +149,7 @@ def _raster_artist(lay: TimelineLayout, d: _Drawn, palette: np.ndarray, faded: b
             if not self.get_visible():
                 return
             ax = self.axes
+            assert ax is not None  # drawn only as an artist of the Axes it was added to
             bbox = ax.bbox
             width, height = max(round(bbox.width), 1), max(round(bbox.height), 1)
             key = (ax.get_xlim(), ax.get_ylim(), width, height)
@@ -331,7 +333,8 @@ def _draw_spans(ax: Axes, lay: TimelineLayout, d: _Drawn, highlight_step: int | 
     idx = np.flatnonzero(hl if d.keep is None else hl & d.keep)
     if len(idx):
         idx = idx[np.argsort(lay.depth[idx], kind="stable")]
-        ax.add_collection(PolyCollection(_rects(lay.start_ms[idx], lay.end_ms[idx], d.lane_row[lay.lane[idx]],
+        # matplotlib takes an (N, 4, 2) array of polygons (its docs); its stubs say a Sequence only
+        ax.add_collection(PolyCollection(_rects(lay.start_ms[idx], lay.end_ms[idx], d.lane_row[lay.lane[idx]],  # type: ignore[arg-type]
                                                 _heights(lay.depth[idx])),
                                          facecolors=palette[lay.stage_code[idx]], edgecolors="black",
                                          linewidths=0.6, zorder=2))
@@ -344,7 +347,8 @@ def _step_lines(ax: Axes, lay: TimelineLayout, n_lanes: int) -> None:
         return
     xs = np.asarray(list(lay.step_starts_ms.values()))
     segs = np.stack([np.stack([xs, np.full_like(xs, -0.5)], 1), np.stack([xs, np.full_like(xs, n_lanes - 0.5)], 1)], 1)
-    ax.add_collection(LineCollection(segs, colors="#444444", linewidths=0.5, linestyles=":", zorder=0))
+    # matplotlib takes an (N, 2, 2) array of segments (its docs); its stubs say a Sequence only
+    ax.add_collection(LineCollection(segs, colors="#444444", linewidths=0.5, linestyles=":", zorder=0))  # type: ignore[arg-type]
     if len(lay.step_starts_ms) <= 40:
         for s, x in lay.step_starts_ms.items():
             ax.text(x, -0.55, f"{s}", fontsize=7, color="#444444", va="bottom", ha="left", clip_on=True)

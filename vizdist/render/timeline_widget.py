@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import base64
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -50,7 +50,10 @@ from vizdist.trace import Trace
 
 __all__ = ["SUMMARY_ABOVE", "Timeline", "span_columns", "timeline", "timeline_spec"]
 
-anywidget = require("anywidget", pip="anywidget", conda="anywidget")
+if TYPE_CHECKING:  # mypy reads the base classes from the package itself
+    import anywidget
+else:
+    anywidget = require("anywidget", pip="anywidget", conda="anywidget")
 traitlets = require("traitlets", pip="traitlets", conda="traitlets")
 
 _HERE = Path(__file__).parent
@@ -101,7 +104,7 @@ def span_columns(lay: TimelineLayout) -> dict[str, Any]:
     }
     cols: dict[str, Any] = {"n": len(lay), "order": order, "dtypes": {}}
     for name, (values, dtype) in parts.items():
-        cols[name] = memoryview(np.ascontiguousarray(np.asarray(values)[order], dtype=dtype)).cast("B")
+        cols[name] = np.ascontiguousarray(np.asarray(values)[order], dtype=dtype).data.cast("B")
         cols["dtypes"][name] = np.dtype(dtype).name
     return cols
 
@@ -151,7 +154,7 @@ def _step_elements(trace: Trace, lay: TimelineLayout) -> dict[str, str]:
             for (w, s), grp in e.groupby(["worker", "step"], sort=False)}
 
 
-class Timeline(anywidget.AnyWidget):  # type: ignore[misc]  # the base class comes from a package without types (Any)
+class Timeline(anywidget.AnyWidget):
     """A zoomable canvas timeline of a trace's spans. Build it with :func:`timeline`.
 
     Synced traits: ``spec`` (plain JSON, see :func:`timeline_spec`),
@@ -270,7 +273,7 @@ class Timeline(anywidget.AnyWidget):  # type: ignore[misc]  # the base class com
         return "<" + self._summary() + "; live (zoom, pan, hover) in JupyterLab>"
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        data = super()._repr_mimebundle_(**kwargs)
+        data: Any = super()._repr_mimebundle_(**kwargs)  # (data, metadata), a data dict or None
         meta: dict[str, Any] = {}
         if isinstance(data, tuple):
             data, meta = data

@@ -32,7 +32,7 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vizdist._optional import require
 from vizdist.analysis.diff import TraceDiff, diff, unfinished_run
@@ -45,7 +45,10 @@ from vizdist.trace import Trace
 
 __all__ = ["Knob", "WhatIf", "changes_text", "knob_control", "marked_cells", "timing_html"]
 
-widgets = require("ipywidgets", pip="ipywidgets", conda="ipywidgets")
+if TYPE_CHECKING:  # mypy reads the base classes from the package itself
+    import ipywidgets as widgets
+else:
+    widgets = require("ipywidgets", pip="ipywidgets", conda="ipywidgets")
 
 def knob_control(knob: Knob) -> Any:
     """The ipywidget for ``knob`` (its value is the knob's value)."""
@@ -240,12 +243,14 @@ class WhatIf(widgets.VBox):  # type: ignore[misc]  # the base class comes from a
                 raise TypeError(f"the run handed to WhatIf returned {type(trace).__name__}, not a vizdist.Trace.")
         except Exception as exc:  # a refused knob combination is part of the lesson: show it, keep the picture
             self.error = f"{type(exc).__name__}: {exc}"
-            return self._refused("TensorFlow refused this combination", values)
+            self._refused("TensorFlow refused this combination", values)
+            return None
         unfinished = unfinished_run(trace)
         if unfinished:  # a run cut short is not what TF does with these knobs: say so, keep the picture
             self.error = (f"{unfinished}. The picture still shows the last run that finished; move the knob "
                           "again to re-run it.")
-            return self._refused("This run did not finish", values)
+            self._refused("This run did not finish", values)
+            return None
         self.error = ""
         self.previous, self.trace = self.trace, trace
         self.last_diff = diff(self.previous, trace) if self.previous is not None else None

@@ -23,7 +23,7 @@ import re
 import shutil
 import tempfile
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -314,7 +314,7 @@ def compare_shard_policies(
         >>> cmp = compare_shard_policies(workers=2, global_batch_size=4)   # doctest: +SKIP
         >>> cmp.summary()[["policy", "worker", "files"]]                    # doctest: +SKIP
     """
-    kw = dict(workers=workers, global_batch_size=global_batch_size, policies=policies, dataset_fn=dataset_fn,
+    kw: dict[str, Any] = dict(workers=workers, global_batch_size=global_batch_size, policies=policies, dataset_fn=dataset_fn,
               tag=tag, max_steps=max_steps, run_unshardable=run_unshardable, capture_tf_log=capture_tf_log,
               timeout=timeout, collective_timeout=collective_timeout, progress=progress, isolate=isolate)
     if files is not None:
@@ -422,14 +422,14 @@ def _policy_trace(merged: Trace, policy: str, *, files: list[str], workers: int,
     """One policy's rows of the merged run as its own trace, and each worker's error under it."""
     from vizdist.instrument.run.rows import mark_partial
 
-    shard_meta = merged.meta.get("shards", [merged.meta])
+    shard_meta: Sequence[Mapping[str, Any]] = merged.meta.get("shards", [merged.meta])  # each worker's
     errs = {m.get("task", "?"): f"{m['errors'][policy]['type']}: {m['errors'][policy]['message']}"
             for m in shard_meta if policy in m.get("errors", {})}
     e, b = merged.elements, merged.batches
     e = e[e["policy"] == policy] if "policy" in e.columns else e.iloc[0:0]
     b = b[b["policy"] == policy] if "policy" in b.columns else b.iloc[0:0]
     b = mark_partial(b, global_batch_size)  # the global rule, now that every worker's rows are here
-    meta = {k: v for k, v in merged.meta.items() if k not in ("shards", "errors")}
+    meta: dict[str, Any] = {k: v for k, v in merged.meta.items() if k not in ("shards", "errors")}
     meta.update(shard_policy=policy, files=files, errors=errs, num_workers=workers,
                 pipeline=(shard_meta[0].get("pipelines", {}).get(policy, [])), auto_shard_log=logs.get(policy, []))
     if note:

@@ -113,7 +113,7 @@ class DistributionRunner:
         strategy = self.strategy(replicas, per_replica=per_replica)
         depth = _tf_value(prefetch)
         timed = self.map_fn is not None
-        common = dict(step_fn=self.step_fn, timing=0 if timed else False, progress=False, timeout=_RUN_TIMEOUT_S)
+        common: dict[str, Any] = dict(step_fn=self.step_fn, timing=0 if timed else False, progress=False, timeout=_RUN_TIMEOUT_S)
         if input_api == INPUT_APIS[0]:
             ds = self._elements(self.dataset, num_parallel_calls).batch(global_batch_size, drop_remainder=drop_remainder)
             return trace_distribution(strategy, ds.prefetch(depth) if depth is not None else ds, **common)

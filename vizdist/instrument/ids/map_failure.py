@@ -200,6 +200,8 @@ def _walk(stage: _Stage, deadline: float, limit: int) -> tuple[Any, str | None, 
 def _reached(stage: _Stage, deadline: float, limit: int) -> dict[int, int] | None:
     """Read the tagged interleave in TF's order: outputs per element (by the tag of its first output)
     before it raised, or None when it did not raise within the bounds."""
+    if stage.output is None:  # kept for every interleave (Builder): nothing to read otherwise
+        return None
     field = ((1 << stage.part_bits) - 1) << stage.part_shift
     counts: dict[int, int] = {}
     it, n = iter(stage.output), 0

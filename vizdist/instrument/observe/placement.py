@@ -194,8 +194,8 @@ class PlacementRecorder:
         self.cost_s = {"run": round(t1 - self._t0, 6), "read": round(time.time() - t1, 6)}
         if exc is not None:
             self.error = _whole_message(exc)
-            self.failed_step = self._failed_step()
-            if not self.failed_step.get("arrived"):
+            self.failed_step = failed = self._failed_step()
+            if not failed.get("arrived"):
                 self.failed_element = self._map_failure(exc)
         if self.meta is not None:
             self.meta["placement"] = self.placement()
@@ -245,7 +245,7 @@ class PlacementRecorder:
         self.bad_rows += [dict(step=step, **{**row, "replica": row["replica"] + offset}) for row in rows]
         self.bad_results += [dict(step=step, replica=r + offset) for r in nonfinite_results(results)]
 
-    def _failed_step(self) -> dict[str, Any] | None:
+    def _failed_step(self) -> dict[str, Any]:
         """The step that raised: its number and, when its batch had arrived, each replica's source ids."""
         from vizdist.instrument.observe.numerics import failed_step_inputs
 

@@ -544,8 +544,9 @@ class LocalCluster:
         """``cluster`` (the layout) and ``network`` (advertised, really listened on, isolated) meta."""
         run = self._run
         seen = read_listen_files(job)  # tasks that ran your function wrote theirs when it returned
-        for c in run.sup.children if run else []:
-            task = "{}:{}".format(*run.tasks[c.name])
+        children, tasks = (run.sup.children, run.tasks) if run is not None else ([], {})
+        for c in children:
+            task = "{}:{}".format(*tasks[c.name])
             main = c.main_pid if c.alive() else None
             if main is not None and task not in seen:  # servers only: read them now
                 seen[task] = sockets(main)

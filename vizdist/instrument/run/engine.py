@@ -44,6 +44,10 @@ from vizdist.instrument.service import registry as service_registry
 
 __all__ = ["Observer", "Run", "current"]
 
+#: The user's pipeline as a front end knows it: ``(dataset, dataset_fn, input_contexts)``; the contexts are
+#: None where none were recorded.
+Source = tuple[Any, Any, list[dict[str, int]] | None]
+
 
 class Observer:
     """One recorder that plugs into a :class:`Run`; every hook does nothing unless overridden.
@@ -62,7 +66,7 @@ class Observer:
     def start(self, run: Run) -> None:
         """The run opens (before the pipeline is tagged and distributed)."""
 
-    def attach(self, run: Run, reader: Any, source: tuple[Any, Any, list[dict[str, int]]] | None = None) -> None:
+    def attach(self, run: Run, reader: Any, source: Source | None = None) -> None:
         """``reader`` will record one distributed dataset of the run, made from ``source``.
 
         ``source`` is ``(dataset, dataset_fn, input_contexts)`` where the front end knows it (the
@@ -158,7 +162,7 @@ class Run:
                 _CURRENT.reset(self._token)
                 self._token = None
 
-    def attach(self, reader: Any, *, source: tuple[Any, Any, list[dict[str, int]]] | None = None) -> Any:
+    def attach(self, reader: Any, *, source: Source | None = None) -> Any:
         """Register ``reader`` (a StepReader) with every observer; return it. ``source``: see :meth:`Observer.attach`."""
         self.readers.append(reader)
         for o in self.observers:

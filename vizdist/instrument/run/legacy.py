@@ -580,7 +580,7 @@ def child_main(job: Path, devices: int) -> int:
         return 0
     except BaseException as exc:
         partial = getattr(exc, "partial_trace", None)
-        doc = {"type": type(exc).__name__, "message": str(exc), "traceback": traceback.format_exc()}
+        doc: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc), "traceback": traceback.format_exc()}
         if isinstance(partial, Trace):
             doc["partial_trace"] = partial.to_dict()
         write_file(jobfiles.ERROR.path(job, _CHILD), json.dumps(doc, default=str))

@@ -11,7 +11,7 @@ import json
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 import numpy as np
@@ -188,7 +188,7 @@ def per_replica(strategy: Any, out: Any) -> list[Any]:
     return [tf.nest.pack_sequence_as(out, [lv[r] for lv in local]) if local else None for r in range(n)]
 
 
-def _iterate(dist: Any, iteration: str) -> Iterator[Any]:
+def _iterate(dist: Any, iteration: str) -> Generator[Any, None, None]:
     if iteration == "for":
         yield from dist
         return

@@ -239,7 +239,8 @@ class _SpecMixin:
     @classmethod
     def _deserialize(cls, serialization: Any) -> Any:
         """TypeSpec's ``_without_tensor_names`` / ``_with_tensor_ranks_only`` rebuild a spec this way."""
-        spec = cls.__mro__[1]._deserialize(tuple(serialization)[:-2])
+        base: Any = cls.__mro__[1]  # the TF spec class this one extends
+        spec = base._deserialize(tuple(serialization)[:-2])
         spec.__class__ = cls
         return spec
 

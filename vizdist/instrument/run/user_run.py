@@ -28,6 +28,7 @@ from __future__ import annotations
 import itertools
 import sys
 import threading
+from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -64,7 +65,7 @@ def _keras_frame(code: Any) -> str | None:
 def phase_now() -> str:
     """The phase a pass started here belongs to, read from the Python stack (Keras's trainer methods)."""
     names = []
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         hit = _keras_frame(frame.f_code)
         if hit:
@@ -171,7 +172,7 @@ class DatasetRecord:
             for r in range(len(devices)):
                 parts = [a.numpy() for a in arrays[r * (n + 1):(r + 1) * (n + 1)]]
                 device = reader.devices[r] if not devices[r] and r < len(reader.devices) else devices[r]
-                kw = dict(device=device, replica_device=reader.devices[r] if r < len(reader.devices) else device,
+                kw: dict[str, Any] = dict(device=device, replica_device=reader.devices[r] if r < len(reader.devices) else device,
                           shape=str(tuple(int(d) for d in parts[-1])), dtype=dtype)
                 if self.tagged:
                     reader.rec.add(step, reader.replica_offset + r, tags=parts[0], **kw)
@@ -360,7 +361,7 @@ class Recording:
 
 def _from_vizdist() -> bool:
     """True when vizdist's own code (trace_distribution, what_if, ...) asks TF to distribute a dataset."""
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None:
         name = frame.f_globals.get("__name__", "")
         if not name.startswith(("tensorflow", "keras")):
@@ -442,7 +443,7 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
 
 
 def _pass_rows(rec: Recording, epochs: np.ndarray) -> list[dict[str, Any]]:
-    first = {}
+    first: dict[int, int] = {}  # pass -> the block's step of its first step
     for step, serial in enumerate(rec.step_pass):
         first.setdefault(serial, step)
     return [{"dataset": p["dataset"], "phase": p["phase"], "epoch": int(epochs[i]), "steps": p["steps"],
@@ -478,7 +479,7 @@ def _block_meta(rec: Recording, metas: list[dict[str, Any]], passes: list[dict[s
                 "`with vizdist.record():` (Keras fit/evaluate/predict do it for you)")
         return {"kind": "distribution", "api": "record", "datasets": [], "passes": [], "steps_run": 0,
                 "note": "; ".join([note, *rec.notes])}
-    meta = dict(metas[0]) if len(metas) == 1 else {k: metas[0][k] for k in (
+    meta: dict[str, Any] = dict(metas[0]) if len(metas) == 1 else {k: metas[0][k] for k in (
         "kind", "strategy", "num_replicas", "devices", "tf_version", "host", "gpus", "num_workers") if k in metas[0]}
     meta.update(api="record", datasets=metas, passes=passes, steps_run=len(rec.step_pass), stopped="end_of_block",
                 worker=rec.datasets[0].reader.worker)

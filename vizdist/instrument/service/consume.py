@@ -8,6 +8,7 @@ waiting after ``timeout`` seconds without an element and records the stall
 
 from __future__ import annotations
 
+import functools
 import queue
 import threading
 import time
@@ -87,7 +88,7 @@ def open_readers(dataset: Any, plan: Plan, strategy: Any) -> tuple[list[Callable
     if strategy is not None:
         dist = strategy.experimental_distribute_dataset(service_ds[0])
         return [lambda: iter(dist)], _distributed_unpack(tf, strategy), api
-    return [(lambda d=d: iter(d)) for d in service_ds], _plain_unpack(tf), api
+    return [functools.partial(iter, d) for d in service_ds], _plain_unpack(tf), api
 
 
 @dataclass

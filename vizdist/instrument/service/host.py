@@ -66,6 +66,7 @@ def handle(job: Path, key: str) -> None:
     from vizdist.instrument.ids.codes import decode_tags
     from vizdist.instrument.service.consume import Plan, open_readers, record
     from vizdist.instrument.service.pipeline import deserialize, rebuild_strategy
+    from vizdist.trace import Trace
 
     req = json.loads(jobfiles.REQUEST.path(job, key).read_text(encoding="utf-8"))
     meta = req["meta"]
@@ -79,7 +80,7 @@ def handle(job: Path, key: str) -> None:
     except Exception as exc:
         partial = exc.partial_trace if isinstance(exc, TracingError) else None
         doc = {"type": type(exc).__name__, "message": str(exc),
-               "partial_trace": partial.to_dict() if partial is not None else None}
+               "partial_trace": partial.to_dict() if isinstance(partial, Trace) else None}
         _write(jobfiles.SERVICE_ERROR.path(job, key), json.dumps(doc, default=str))
 
 

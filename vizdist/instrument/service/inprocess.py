@@ -88,10 +88,10 @@ class Servers:
 
 def _warn_blocked_threads(wait_s: float = 2.0) -> None:
     end = time.monotonic() + wait_s
-    blocked = [th for th in threading.enumerate() if th.name.startswith("vizdist-consumer-")]
-    for th in blocked:
+    threads = [th for th in threading.enumerate() if th.name.startswith("vizdist-consumer-")]
+    for th in threads:
         th.join(max(0.0, end - time.monotonic()))
-    blocked = [th.name for th in blocked if th.is_alive()]
+    blocked = [th.name for th in threads if th.is_alive()]
     if blocked:
         warnings.warn(
             f"LocalDataService(in_process=True): {blocked} stayed blocked inside TensorFlow's next() after a "

@@ -388,7 +388,7 @@ class LocalDataService:
     def _finish(self, trace: Trace) -> Trace:
         for s in trace.meta.get("stopped_workers", []):
             self._stopped.setdefault(int(s["worker"]), time.time())
-        meta = dict(trace.meta)
+        meta: dict[str, Any] = dict(trace.meta)
         meta["network"] = self._network()  # after the run: the consumers' connections are open now
         if "stall" in meta:
             meta["stall"] = dict(meta["stall"], alive_workers=self.alive_workers())

@@ -460,7 +460,8 @@ def _record_closures(remotes: list[Any], observer: _ClosureObserver, stopped: st
     import numpy as np
 
     rec = Recorder(worker=-1, decode=decode)  # rows come from every worker: each closure names its own
-    closures, events = [], []
+    closures: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = []
     now = time.perf_counter_ns() - observer.t0
     for i, rv in enumerate(remotes):
         status, values, error = _fetch(rv, stopped)
@@ -763,7 +764,7 @@ def record_parameter_server(
     trace = trace_parameter_server(strategy, dataset_fn, steps=steps, step_fn=step_fn, timeout=timeout,
                                    variables=variables if update_variables else None,
                                    pause_after=lose_after if lose else None, on_pause=stop_task if lose else None)
-    meta = dict(trace.meta)
+    meta: dict[str, Any] = dict(trace.meta)
     for row in meta.get("variables") or shards:
         row["partitioner"] = labels.get(row["variable"], "")
     meta["variables"] = meta.get("variables") or shards

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from vizdist.contract import ReductionMeta
 from vizdist.instrument.observe.collectives import collective_ops, communication
 from vizdist.instrument.observe.placement import (
     PlacementRecorder,
@@ -224,7 +225,7 @@ def trace_reduction(
     traced = how != "reduce" or multi
     rec = PlacementRecorder(mode="NO_TENSOR")
     with rec, rec.reduce_window(), fresh_function_caches(strategy), quiet_tf_logger():
-        graph_fn = tf.function(fn) if traced else fn
+        graph_fn: Any = tf.function(fn) if traced else fn
         result = graph_fn(value)
         collectives = collective_ops(graph_fn.get_concrete_function(value).graph) if traced else []
     if traced:
@@ -247,7 +248,7 @@ def trace_reduction(
     return Trace(meta=meta)
 
 
-def _earlier(into: Trace | None) -> list[dict[str, Any]]:
+def _earlier(into: Trace | None) -> list[ReductionMeta]:
     if into is None:
         return []
     if not isinstance(into, Trace) or "reductions" not in into.meta:
