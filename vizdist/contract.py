@@ -99,7 +99,8 @@ Keys of every kind (:class:`CommonMeta`):
   ``"RebatchDatasetV2"`` (fixed per-replica sizes that differ by at most one, filled in
   replica order) or ``""`` (no rebatch: one replica, ``distribute_datasets_from_function``).
 - ``stopped`` (str): why iteration ended (``"end_of_data"``, ``"steps"``,
-  ``"max_steps"``, ``"error"``).
+  ``"max_steps"``, ``"error"``, ``"timeout"``, ``"interrupted"`` (Ctrl-C); a
+  ``vizdist.record()`` trace: ``"end_of_block"``).
 - ``worker`` (int): the recording process's worker number.
 - ``services`` (list of :class:`ServiceRead`): the pipeline's reads from the
   tf.data service (``distribute`` / ``from_dataset_id``): ``sharding_policy``,
