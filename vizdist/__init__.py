@@ -55,7 +55,7 @@ _LAZY = {
     "record_parameter_server": "vizdist.instrument.strategies.parameter_server",
     "variable_shards": "vizdist.instrument.strategies.parameter_server",
     "LocalDataService": "vizdist.instrument.service",
-    # analysis (no TensorFlow, no renderer)
+    # analysis (no TensorFlow, no renderer); the timing statistics are trace.timing's now (deprecated here)
     "ShardComparison": "vizdist.analysis.sharding",
     "overlap_summary": "vizdist.analysis.timeline",
     "most_at_once": "vizdist.analysis.timeline",
@@ -101,8 +101,9 @@ _LAZY = {
     "show_topology": "vizdist.render.topology",
 }
 
-#: Top-level views that now hang off the trace: name -> what to write instead. They still work (the same
-#: function, trace first) for one release, with a DeprecationWarning, and are no longer in ``__all__``.
+#: Top-level views and timing statistics that now hang off the trace: name -> what to write instead. They
+#: still work (the same function, trace first) for one release, with a DeprecationWarning, and are no longer
+#: in ``__all__``.
 _DEPRECATED = {
     "plot_split": "trace.plot.split(...)",
     "plot_timeline": "trace.plot.timeline(...)",
@@ -116,12 +117,21 @@ _DEPRECATED = {
     "show_placement": 'trace.show("placement", ...)',
     "show_reduction": 'trace.show("reduction", ...)',
     "to_chrome_trace": "trace.to_chrome_trace(path)",
+    # the timing statistics of notebook 05 (issue 29)
+    "overlap_summary": "trace.timing.overlap_summary()",
+    "most_at_once": "trace.timing.most_at_once(...), or vizdist.analysis.timeline.most_at_once(pairs) for "
+                    "(start, end) pairs",
+    "tf_data_iterators": "trace.timing.tf_data_iterators()",
+    "map_threads": "trace.timing.map_threads()",
+    "prefetch_buffers": "trace.timing.prefetch_buffers()",
+    "empty_buffer_steps": "trace.timing.empty_buffer_steps()",
 }
 
 __all__ = ["__version__", "diagnose", "views", *(name for name in _LAZY if name not in _DEPRECATED)]
 
-# What draws what: trace.plot.split(), trace.show(), a ShardComparison's or a Topology's own display.
-# Registered here, in one place, as paths imported on first use (no renderer is imported now).
+# What draws what: trace.plot.split(), trace.show(), a ShardComparison's or a Topology's own display; and
+# trace.timing, the accessor of a trace's timing statistics. Registered here, in one place, as paths
+# imported on first use (nothing they name is imported now).
 views.register_builtin_views()
 
 
@@ -141,7 +151,7 @@ def _deprecated(name: str, fn: Any, instead: str) -> Any:
 
     @functools.wraps(fn)
     def alias(*args: Any, **kwargs: Any) -> Any:
-        warnings.warn(f"vizdist.{name} is deprecated: use {instead} (the same view, trace first); "
+        warnings.warn(f"vizdist.{name} is deprecated: use {instead} (the same function); "
                       f"vizdist.{name} goes in the next release.", DeprecationWarning, stacklevel=2)
         return fn(*args, **kwargs)
 

@@ -433,6 +433,21 @@ class Trace:
         """
         return views.resolve("Trace.show", view)(self, **kwargs)
 
+    @property
+    def timing(self) -> Any:
+        """This trace's timing statistics, as methods (they read ``trace.events``: record with ``timing=True``):
+        ``trace.timing.overlap_summary()``, ``.most_at_once(lane=...)``, ``.tf_data_iterators()``,
+        ``.map_threads()``, ``.prefetch_buffers()``, ``.empty_buffer_steps()``.
+
+        A :class:`vizdist.analysis.timeline.Timing`, found through :mod:`vizdist.views` (imported on first
+        use); ``help(trace.timing)`` says what each returns.
+
+        Example:
+            >>> dir(Trace().timing)[:3]
+            ['empty_buffer_steps', 'map_threads', 'most_at_once']
+        """
+        return views.resolve("Trace.accessor", "timing")(self)
+
     def to_chrome_trace(self, path: str | os.PathLike[str]) -> Path:
         """Write the timed spans as a Chrome / Perfetto trace file (JSON, or ``.json.gz``); returns its path."""
         out: Path = views.resolve("Trace.export", "chrome_trace")(self, path)

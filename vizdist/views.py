@@ -6,6 +6,9 @@ each view is registered by name, for a kind of object, as a ``"module:function"`
 imported only when the view is first used. ``vizdist/__init__.py`` registers vizdist's own views,
 explicitly, in one place (:func:`register_builtin_views`); importing a renderer registers nothing.
 
+An *accessor* is registered the same way, as a class built with the object: ``trace.timing`` is
+``"Trace.accessor"``'s ``timing``, whose methods are the trace's timing statistics.
+
 You can register your own (the function takes the object first)::
 
     vizdist.views.register("Trace", "my_view", "mypackage.views:draw")
@@ -115,6 +118,10 @@ BUILTIN = {
     },
     "Trace.export": {
         "chrome_trace": "vizdist.render.export:to_chrome_trace",
+    },
+    # accessors: trace.<name> is this class built with the trace (its methods take no trace)
+    "Trace.accessor": {
+        "timing": "vizdist.analysis.timeline:Timing",
     },
     "ShardComparison": {
         "plot": "vizdist.render.sharding:plot_shard_policies",

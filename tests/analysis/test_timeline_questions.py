@@ -1,14 +1,15 @@
-"""The small questions notebook 05 asks of a trace's events (vizdist.analysis.timeline helpers)."""
+"""The small questions notebook 05 asks of a trace's events: ``trace.timing`` (vizdist.analysis.timeline)."""
 
 from __future__ import annotations
 
-from vizdist.analysis.timeline import (
-    empty_buffer_steps,
-    map_threads,
-    most_at_once,
-    prefetch_buffers,
-    tf_data_iterators,
-)
+import pydoc
+import subprocess
+import sys
+
+import pytest
+
+import vizdist
+from vizdist.analysis.timeline import Timing, most_at_once
 from vizdist.trace import Trace
 
 
@@ -29,24 +30,61 @@ def _trace() -> Trace:
 
 def test_most_at_once_counts_overlap_not_touching_spans():
     t = _trace()
-    assert most_at_once(t, lane="replica") == 1  # replica 1 starts as replica 0 ends
+    assert t.timing.most_at_once(lane="replica") == 1  # replica 1 starts as replica 0 ends
+    assert t.timing.most_at_once(lane="tf.data") == 2  # the two map spans
+    # the function itself also takes a table or (start, end) pairs
     assert most_at_once(t.events[t.events["stage"] == "map"]) == 2
+    assert most_at_once([(0, 10), (5, 15), (10, 20)]) == 2
     assert most_at_once([]) == 0
 
 
 def test_iterators_and_map_threads():
     t = _trace()
-    assert tf_data_iterators(t) == ["Root::Map", "Root::Prefetch", "Root::Prefetch::Rebatch::Prefetch"]
-    assert map_threads(t) == ["tf.data threads", "the caller's thread"]
+    assert t.timing.tf_data_iterators() == ["Root::Map", "Root::Prefetch", "Root::Prefetch::Rebatch::Prefetch"]
+    assert t.timing.map_threads() == ["tf.data threads", "the caller's thread"]
 
 
 def test_prefetch_buffers_tell_the_lanes_apart():
-    table = prefetch_buffers(_trace())
+    table = _trace().timing.prefetch_buffers()
     assert table.to_dict("index") == {
         ("Root::Prefetch", "caller lane"): {"limit": 1, "max_buffered": 1},
         ("Root::Prefetch::Rebatch::Prefetch", "tf.data thread"): {"limit": 3, "max_buffered": 3}}
 
 
 def test_empty_buffer_steps_reads_the_caller_lane_per_step():
-    assert empty_buffer_steps(_trace()) == {"limit": 1, "steps": 3, "empty": 2}
-    assert empty_buffer_steps(Trace.from_records(events=[])) == {"limit": 0, "steps": 0, "empty": 0}
+    assert _trace().timing.empty_buffer_steps() == {"limit": 1, "steps": 3, "empty": 2}
+    assert Trace.from_records(events=[]).timing.empty_buffer_steps() == {"limit": 0, "steps": 0, "empty": 0}
+
+
+STATISTICS = ["empty_buffer_steps", "map_threads", "most_at_once", "overlap_summary", "prefetch_buffers",
+              "tf_data_iterators"]
+
+
+def test_the_accessor_lists_its_statistics_for_help_and_tab_completion():
+    t = _trace()
+    assert isinstance(t.timing, Timing)
+    assert dir(t.timing) == STATISTICS
+    text = pydoc.render_doc(t.timing, renderer=pydoc.plaintext)
+    assert all(f"{name}(self" in text for name in STATISTICS)
+    assert all(getattr(Timing, name).__doc__ for name in STATISTICS)
+
+
+def test_import_vizdist_imports_no_timing_statistics():
+    """``trace.timing`` is registered by name in vizdist/__init__.py and imported on first use."""
+    code = ("import sys, vizdist; t = vizdist.Trace(); before = 'vizdist.analysis.timeline' in sys.modules\n"
+            "t.timing; print(before, 'vizdist.analysis.timeline' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["False", "True"]
+
+
+def test_top_level_timing_statistics_are_deprecated_aliases():
+    """``vizdist.most_at_once(trace)`` and the rest still work for one release, warn, and left ``__all__``."""
+    t = _trace()
+    for name in STATISTICS:
+        with pytest.warns(DeprecationWarning, match=rf"vizdist.{name} is deprecated: use trace.timing.{name}\("):
+            old = getattr(vizdist, name)(t)
+        new = getattr(t.timing, name)()
+        assert old.equals(new) if name == "prefetch_buffers" else repr(old) == repr(new), name  # repr: NaN
+        assert name not in vizdist.__all__
+    with pytest.warns(DeprecationWarning, match=r"vizdist.analysis.timeline.most_at_once\(pairs\)"):
+        assert vizdist.most_at_once([(0, 2), (1, 3)]) == 2
