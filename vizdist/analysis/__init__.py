@@ -11,7 +11,8 @@ Modules here import only ``vizdist.trace`` / ``vizdist.contract`` /
 ``vizdist/checks/`` belong to this layer too (they stay where they are).
 
 - :mod:`vizdist.analysis.sharding`: :class:`~vizdist.analysis.sharding.ShardComparison`.
-- :mod:`vizdist.analysis.timeline`: :func:`~vizdist.analysis.timeline.overlap_summary`.
+- :mod:`vizdist.analysis.timeline`: :func:`~vizdist.analysis.timeline.overlap_summary` and the other
+  timing statistics, a trace's own as ``trace.timing`` (:class:`~vizdist.analysis.timeline.Timing`).
 - :mod:`vizdist.analysis.whatif`: the :class:`~vizdist.analysis.whatif.Knob` s and the
   :class:`~vizdist.analysis.whatif.Experiment` a what-if widget shows.
 """
