@@ -5,6 +5,7 @@ from __future__ import annotations
 import pydoc
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -73,7 +74,8 @@ def test_import_vizdist_imports_no_timing_statistics():
     """``trace.timing`` is registered by name in vizdist/__init__.py and imported on first use."""
     code = ("import sys, vizdist; t = vizdist.Trace(); before = 'vizdist.analysis.timeline' in sys.modules\n"
             "t.timing; print(before, 'vizdist.analysis.timeline' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
+                         cwd=Path(__file__).resolve().parents[2])  # this checkout's vizdist, from any folder
     assert out.stdout.split() == ["False", "True"]
 
 
