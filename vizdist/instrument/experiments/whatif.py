@@ -206,6 +206,7 @@ def what_if_cluster(
     global_batch_size: int = 4,
     max_workers: int = 3,
     timeout: float = DEFAULT_TIMEOUT,
+    progress: bool | None = None,
     isolate: bool = True,
 ) -> Experiment:
     """Cluster knobs: workers, auto-shard policy and global batch on a real multi-worker cluster.
@@ -224,6 +225,7 @@ def what_if_cluster(
         global_batch_size: the first global batch size (1 to 8).
         max_workers: the most workers the knob offers.
         timeout: wall-clock limit of each cluster run.
+        progress: the cluster's progress bars (None: shown, as every run starts processes; False hides them).
         isolate: run the workers in a private network namespace (default; :class:`vizdist.IsolationError`
             where the OS cannot make one). ``False`` runs them exposed: anyone who can reach this machine
             can connect to their servers and run code in them while they run.
@@ -248,7 +250,7 @@ def what_if_cluster(
 
     def run(*, workers: int, shard_policy: str, global_batch_size: int) -> Trace:
         cmp = compare_shard_policies(files, workers=workers, global_batch_size=global_batch_size,
-                                     policies=[shard_policy], timeout=timeout, progress=True,
+                                     policies=[shard_policy], timeout=timeout, progress=progress,
                                      isolate=isolate)
         if shard_policy in cmp.notes and shard_policy not in cmp.traces:
             raise ValueError(cmp.notes[shard_policy])
