@@ -23,9 +23,25 @@ import pandas as pd
 
 import vizdist
 
-__all__ = ["bad_elements", "batch_devices", "check_every_replica_fed", "check_fit_feeds_every_replica", "check_guess",
-           "check_one_arrival_each", "dataset_fn_calls", "failed_element", "finding", "nonfinite_graph_ops",
-           "passes", "sizes", "sizes_side_by_side", "times_seen"]
+__all__ = [
+    "bad_elements",
+    "batch_devices",
+    "buffer_report",
+    "check_every_replica_fed",
+    "check_fit_feeds_every_replica",
+    "check_guess",
+    "check_one_arrival_each",
+    "dataset_fn_calls",
+    "describe",
+    "failed_element",
+    "finding",
+    "nonfinite_graph_ops",
+    "passes",
+    "run_ms",
+    "sizes",
+    "sizes_side_by_side",
+    "times_seen",
+]
 
 
 # --- what each replica got -------------------------------------------------------------------------
@@ -91,6 +107,35 @@ def bad_elements(trace: vizdist.Trace) -> pd.DataFrame:
 def failed_element(trace: vizdist.Trace) -> dict[str, Any]:
     """The element an input ``map``/``filter`` raised on (the partial trace of a failed run)."""
     return dict(trace.meta["placement"]["numerics"]["failed_element"])
+
+
+# --- timelines (notebook 05) -------------------------------------------------------------------------
+
+def run_ms(trace: vizdist.Trace) -> float:
+    """Milliseconds from the first recorded span's start to the last one's end (a ``timing=True`` run)."""
+    return float(trace.events["t_end_ns"].max() - trace.events["t_start_ns"].min()) / 1e6
+
+
+def describe(name: str, trace: vizdist.Trace, *, map_ms: float) -> None:
+    """05: input- or step-bound, whether production overlaps the steps, where the map ran, how long a span lasts."""
+    s = trace.timing.overlap_summary()
+    print(f"{name}: {trace.meta['steps_run']} steps")
+    print(f"  median wait for input {s['wait_ms']:.1f} ms, median step {s['step_ms']:.1f} ms")
+    print(f"  -> {'INPUT-bound: the step waits for data' if s['bound'] == 'input' else 'STEP-bound: data is ready when the step asks'}")
+    print(f"  production runs while a step runs: {'yes' if s['overlap'] > 0.4 else 'no'}")
+    maps = trace.events[trace.events["stage"] == "map"]
+    whole = (maps["t_end_ns"] - maps["t_start_ns"]).median() >= 0.9 * map_ms * 1e6
+    print(f"  map spans on {' and '.join(trace.timing.map_threads())}; a typical map span lasts a whole call "
+          f"({map_ms:g} ms): {whole}")
+
+
+def buffer_report(name: str, trace: vizdist.Trace) -> None:
+    """05: bound, how often a replica found its ``tf.distribute`` buffer empty, and whether replicas overlapped."""
+    bound = trace.timing.overlap_summary()["bound"].upper()
+    buffer = trace.timing.empty_buffer_steps()  # at how many steps did a replica find its buffer empty?
+    empty = "most" if buffer["empty"] > buffer["steps"] / 2 else "few"
+    print(f"{name}: {bound}-bound; a replica found its buffer (limit {buffer['limit']}) empty at {empty} steps")
+    print("  the replicas' step functions ever ran at the same time:", trace.timing.most_at_once(lane="replica") > 1)
 
 
 # --- exercise checks: each prints "done: ..." or "not yet: ..." ------------------------------------

@@ -127,3 +127,36 @@ def test_times_seen_and_passes_follow_keras_fit(course, tf, mirrored):
     assert seen.to_dict() == {2: len(x)}  # every example once per epoch, 2 epochs
     p = course.passes(rec.trace)
     assert p[p["phase"] == "train"]["steps"].tolist() == [len(list(train))] * 2
+
+
+def test_timeline_reports_say_what_the_timing_statistics_say(course, tf):
+    import time as _time
+
+    def slow(x):
+        _time.sleep(0.01)
+        return x
+
+    ds = tf.data.Dataset.range(8).map(lambda x: tf.py_function(slow, [x], tf.int64)).batch(2)
+    steps = len(list(ds))  # plain TF: 4 batches
+    t = vizdist.trace_distribution(None, ds, step_fn=lambda b: tf.reduce_sum(b), timing=True, progress=False)
+    assert t.meta["steps_run"] == steps
+    assert course.run_ms(t) >= 8 * 10  # every map call sleeps 10 ms, one after another (no num_parallel_calls)
+    s = t.timing.overlap_summary()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        course.describe("run", t, map_ms=10)
+    said = out.getvalue()
+    assert f"run: {steps} steps" in said and ("INPUT-bound" in said) == (s["bound"] == "input")
+    assert ", ".join(t.timing.map_threads()).replace(", ", " and ") in said
+
+
+def test_buffer_report_reads_the_replicas_buffers(course, tf, mirrored):
+    ds = tf.data.Dataset.range(16).batch(4).prefetch(2)
+    t = vizdist.trace_distribution(mirrored, ds, step_fn=lambda b: tf.reduce_sum(b), timing=True, progress=False)
+    buffer = t.timing.empty_buffer_steps()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        course.buffer_report("B", t)
+    said = out.getvalue()
+    assert f"(limit {buffer['limit']})" in said
+    assert ("empty at most steps" in said) == (buffer["empty"] > buffer["steps"] / 2)
