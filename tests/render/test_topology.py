@@ -10,6 +10,8 @@ import matplotlib
 matplotlib.use("Agg")
 
 import pytest
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+from matplotlib.path import Path
 
 import vizdist
 from vizdist.contract import KINDS
@@ -84,3 +86,76 @@ def test_any_meta_the_contract_accepts_has_a_topology(kind, variant) -> None:
     trace = Trace(meta=meta)
     topo = vizdist.topology(trace)
     assert topology_html(topo) and repr(plot_topology(topo)).startswith("<Figure: topology")
+
+
+def _spec(workers: int, ps: int, chief: bool) -> dict[str, list[str]]:
+    jobs = {"chief": int(chief), "worker": workers, "ps": ps}
+    return {j: [f"127.0.0.1:{2000 + 100 * k + i}" for i in range(n)] for k, (j, n) in enumerate(jobs.items()) if n}
+
+
+def _nearest(point, boxes):
+    """The box nearest ``point`` (display coordinates): where a link's line starts or ends."""
+    (x, y) = point
+    return min(boxes, key=lambda b: max(b.x0 - x, 0, x - b.x1) ** 2 + max(b.y0 - y, 0, y - b.y1) ** 2)
+
+
+def _crossings(fig) -> list[tuple[int, int]]:
+    """(link, box) pairs where a link's drawn path enters a task box that is not one of its two ends.
+
+    Reads the figure's own artists in display coordinates: the task boxes (the one box that holds
+    the others is the network) and each arrow's path, its curves flattened.
+    """
+    renderer = fig._get_renderer()
+    ax = fig.axes[0]
+    drawn = [p.get_window_extent(renderer) for p in ax.patches if isinstance(p, FancyBboxPatch)]
+    boxes = [b for b in drawn if not any(o is not b and b.contains(*o.p0) for o in drawn)]
+    out = []
+    for i, arrow in enumerate(p for p in ax.patches if isinstance(p, FancyArrowPatch)):
+        lines = arrow.get_transform().transform_path(arrow.get_path()).to_polygons(closed_only=False)
+        ends = {id(_nearest(lines[0][0], boxes)), id(_nearest(lines[0][-1], boxes))}
+        out += [(i, j) for j, box in enumerate(boxes) if id(box) not in ends
+                and any(Path(line).intersects_bbox(box.padded(-1), filled=False) for line in lines)]
+    return out
+
+
+@pytest.mark.parametrize("chief", [True, False])
+@pytest.mark.parametrize("ps", [0, 1, 2])
+@pytest.mark.parametrize("workers", range(1, 13))
+def test_no_link_passes_through_a_box_it_does_not_connect(workers, ps, chief) -> None:
+    topo = vizdist.topology(_spec(workers, ps, chief))
+    fig = plot_topology(topo)
+    assert sum(isinstance(p, FancyArrowPatch) for p in fig.axes[0].patches) == len(topo.links)
+    assert not _crossings(fig)
+
+
+def _run(workers: int, ps: int, chief: bool) -> Trace:
+    """A LocalCluster-like trace: its tasks in a private network, a launcher outside that gets files."""
+    return Trace(meta={"kind": "parameter_server" if ps else "multi_worker", "network": {
+        "addresses": _spec(workers, ps, chief), "isolated": True}, "cluster": {
+        "mode": "ps" if ps else "mw", "workers": workers, "ps": ps}})
+
+
+def _data_service(workers: int, consumers: int) -> Trace:
+    addrs = {"dispatcher": ["127.0.0.1:5050"], "data_worker": [f"127.0.0.1:{5051 + i}" for i in range(workers)]}
+    return Trace(meta={"kind": "data_service", "consumers": consumers,
+                       "network": {"addresses": addrs, "isolated": True}})
+
+
+def _tpu(hosts: int) -> Trace:
+    return Trace(meta={"tpu": {"hosts": [{"address": f"10.0.0.{i}:8470", "task": i} for i in range(hosts)],
+                               "num_hosts": hosts, "cores_per_host": 4}})
+
+
+RUNS = {**{f"run, {w} workers, {ps} ps, chief {c}": (lambda w=w, ps=ps, c=c: _run(w, ps, c))
+           for w in (1, 5, 12) for ps in (0, 3) for c in (True, False)},
+        **{f"data service, {w} workers, {c} consumers": (lambda w=w, c=c: _data_service(w, c))
+           for w in (1, 6) for c in (1, 3)},
+        "7 workers and an evaluator": lambda: {**_spec(7, 0, True), "evaluator": ["127.0.0.1:9"]},
+        "6 TPU hosts": lambda: _tpu(6)}
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_no_link_passes_through_a_box_in_a_run_a_service_or_with_an_evaluator(name) -> None:
+    topo = vizdist.topology(RUNS[name]())
+    for highlight in (None, topo.tasks[-1].name):
+        assert not _crossings(plot_topology(topo, highlight=highlight))

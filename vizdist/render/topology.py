@@ -24,7 +24,10 @@ from __future__ import annotations
 
 import base64
 import io
+import itertools
+import math
 import re
+from collections.abc import Sequence
 from html import escape
 from typing import Any
 
@@ -61,13 +64,22 @@ ROWS = {
 }
 # Positions are in inches (the figure draws one data unit per inch): a task's box holds its lines at
 # MIN_TEXT_PT; rows of more than MAX_PER_ROW tasks wrap, so a figure stays within a notebook's width.
+# A link never crosses a box it does not join: between neighbours in a row it runs straight, over a
+# row as an arc, between rows in the gap between them, and past a row in its way through a gap of
+# that row (midway between two boxes, or as far past its end box), bent round the boxes.
 HALF_W = 0.85  # half a task box's width
 WRAP = 22  # characters per line in a task box
 LINE_IN = MIN_TEXT_PT * 1.25 / 72
 GAP_X, GAP_Y = 0.3, 0.75  # between boxes (rows leave room for the links' labels)
 DX = 2 * HALF_W + GAP_X
 MAX_PER_ROW = 4
-PAD = 0.15  # the network box around the tasks
+PAD = 0.15  # the network box around the tasks (and around a link passing an end box)
+RIM = 0.03  # the rounded rim matplotlib draws round a task box (its boxstyle's pad)
+CLEAR = 0.12  # how far a link passing a row bends above and below its boxes
+BEND = 0.1  # a bend's radius (less than CLEAR: a rounded corner stays clear of the boxes)
+ARC_IN = 0.3  # how far in from a box's side an arc over its row starts
+ARC_RAD = 0.3  # an arc's curvature (its height is ARC_RAD / 2 of its span)
+RISE = GAP_Y - 2 * RIM - CLEAR  # the highest an arc over a lower row may rise (under the row above)
 
 
 def _topology(source: Any) -> Topology:
@@ -95,55 +107,136 @@ def _lines(task: Any) -> list[str]:
 
 
 def topology_layout(source: Any, *, highlight: str | None = None) -> dict[str, Any]:
-    """Plain JSON: nodes (name, lines, position, colour), edges, the network box, title, notes.
+    """Plain JSON: nodes (name, lines, position, colour), edges (with the points their lines pass), the
+    network box, title, notes.
 
     Positions are in inches (``half``: a task box's half width and height), so the figure's text
-    fits its boxes at ``MIN_TEXT_PT``.
+    fits its boxes at ``MIN_TEXT_PT``. An edge's ``path`` runs clear of every box but its two ends
+    (``rad``: the curvature of an arc over a row, else 0).
 
     Example:
         >>> lay = topology_layout({"chief": ["h:1"], "worker": ["h:2"], "ps": ["h:3"]})
         >>> [(n["name"], n["y"]) for n in lay["nodes"]]
         [('chief:0', 0.0), ('worker:0', -1.615), ('ps:0', -3.23)]
+        >>> [len(e["path"]) for e in lay["edges"]]  # chief:0 -> ps:0 passes beside worker:0
+        [2, 4, 2]
     """
     topo = _topology(source)
-    inside = [t for t in topo.tasks if t.job != "launcher"]
-    jobs = list(dict.fromkeys(t.job for t in inside))
-    rows: dict[int, list[Any]] = {}
-    for t in inside:
-        rows.setdefault(_row(topo, t.job, jobs), []).append(t)
     half_h = max(len(_title(t.name, t.this)) + len(_wrapped(*_lines(t))) for t in topo.tasks) * LINE_IN / 2 + 0.12
-    dy = 2 * half_h + GAP_Y
-    lines = [members[i:i + MAX_PER_ROW] for _, members in sorted(rows.items())
-             for i in range(0, len(members), MAX_PER_ROW)]
-    nodes = [_node(t, (i - (len(members) - 1) / 2) * DX, -r * dy, highlight)
-             for r, members in enumerate(lines) for i, t in enumerate(members)]
-    width = max((abs(n["x"]) for n in nodes), default=0.0) + HALF_W + PAD
-    depth = -min((n["y"] for n in nodes), default=0.0) + half_h + PAD
-    label = NETWORK_WORDS.get(topo.network, topo.network)
-    label_h = len(_wrapped(label, width=int(2 * width / 0.07))) * LINE_IN + 0.1
-    senders = [n["y"] for n in nodes if any(lk.kind == "files" and lk.src == n["name"] for lk in topo.links)]
-    for t in topo.tasks:
-        if t.job == "launcher":  # beside its one sender's row, else below them (lines stay clear of boxes)
-            y = senders[0] if len(senders) == 1 else min(senders, default=0.0) - dy
-            nodes.append(_node(t, width + GAP_X + HALF_W, y, highlight))
-    edges = [_edge(lk, highlight) for lk in topo.links]
-    box = None
-    if topo.network:
-        box = {"x0": -width, "x1": width, "y0": -depth, "y1": half_h + max(PAD, _rise(nodes, topo.links)) + label_h,
-               "private": topo.network == "private", "label": label}
+    rows = _rows(topo, 2 * half_h + GAP_Y, highlight)
+    grid = _Grid(rows, (HALF_W, half_h))
+    nodes = [n for row in rows for n in row]
+    edges = [_edge(lk, highlight, *grid.route(lk.src, lk.dst)) for lk in topo.links]
     nodes.sort(key=lambda n: [t.name for t in topo.tasks].index(n["name"]))  # in the topology's order
     return {"title": f"{topo.mode} topology (from {topo.source})", "mode": topo.mode, "nodes": nodes,
-            "half": [HALF_W, round(half_h, 3)],
-            "edges": edges, "box": box, "network": NETWORK_WORDS.get(topo.network, topo.network),
+            "half": [HALF_W, round(half_h, 3)], "edges": edges, "box": _network_box(topo, rows, edges, half_h),
+            "network": NETWORK_WORDS.get(topo.network, topo.network),
             "leader": topo.leader, "notes": list(topo.notes), "summary": _summary(topo), "highlight": highlight}
 
 
-def _rise(nodes: list[dict[str, Any]], links: list[Any]) -> float:
-    """How far the arcs between tasks of the top row rise above it (the network's label goes above them)."""
-    at = {n["name"]: n for n in nodes}
-    spans = [abs(at[lk.src]["x"] - at[lk.dst]["x"]) for lk in links if lk.kind != "files"
-             and lk.src in at and lk.dst in at and at[lk.src]["y"] == at[lk.dst]["y"] == 0]
-    return max([0.15 * (d - 0.6) + 0.15 for d in spans if d > DX + 1e-9], default=0.0)
+def _rows(topo: Topology, dy: float, highlight: str | None) -> list[list[dict[str, Any]]]:
+    """The task boxes row by row, each row centred and left to right; the launcher outside, at the right."""
+    inside = [t for t in topo.tasks if t.job != "launcher"]
+    jobs = list(dict.fromkeys(t.job for t in inside))
+    by_role: dict[int, list[Any]] = {}
+    for t in inside:
+        by_role.setdefault(_row(topo, t.job, jobs), []).append(t)
+    lines = [members[i:i + MAX_PER_ROW] for _, members in sorted(by_role.items())
+             for i in range(0, len(members), MAX_PER_ROW)]
+    rows = [[_node(t, (i - (len(m) - 1) / 2) * DX, -r * dy, highlight) for i, t in enumerate(m)]
+            for r, m in enumerate(lines)]
+    for t in topo.tasks:
+        if t.job == "launcher":  # in its one sender's row, else in the row under the senders'
+            senders = [r for r, row in enumerate(rows) for n in row
+                       if any(lk.kind == "files" and (lk.src, lk.dst) == (n["name"], t.name) for lk in topo.links)]
+            r = senders[0] if len(senders) == 1 else max(senders, default=-1) + 1
+            if r == len(rows):
+                rows.append([])
+            rows[r].append(_node(t, _width(rows) + GAP_X + HALF_W, -r * dy, highlight))
+    return rows
+
+
+def _width(rows: list[list[dict[str, Any]]]) -> float:
+    """Half the network box's width: the tasks inside, and room for a link to pass the widest row's ends."""
+    return max((abs(n["x"]) for row in rows for n in row if n["job"] != "launcher"), default=0.0) + DX / 2 + PAD
+
+
+def _network_box(topo: Topology, rows: list[list[dict[str, Any]]], edges: list[dict[str, Any]],
+                 half_h: float) -> dict[str, Any] | None:
+    """The network box round the tasks (not the launcher), its label above the arcs over the top row."""
+    if not topo.network:
+        return None
+    width = _width(rows)
+    inside = [n["y"] for row in rows for n in row if n["job"] != "launcher"]
+    label = NETWORK_WORDS.get(topo.network, topo.network)
+    label_h = len(_wrapped(label, width=int(2 * width / 0.07))) * LINE_IN + 0.1
+    top = max([half_h + PAD, *(_peak(e) + 0.15 for e in edges if e["path"])])  # over the top row's arcs
+    return {"x0": -width, "x1": width, "y0": min(inside, default=0.0) - half_h - PAD, "y1": top + label_h,
+            "private": topo.network == "private", "label": label}
+
+
+def _peak(e: dict[str, Any]) -> float:
+    """The highest point of an edge's line (an arc rises ``rad / 2`` of its span over its ends)."""
+    (x0, _), (x1, _) = e["path"][0], e["path"][-1]
+    return max(p[1] for p in e["path"]) + abs(e["rad"]) * abs(x1 - x0) / 2
+
+
+class _Grid:
+    """The task boxes in rows, and where the line of a link between two of them runs (clear of the rest)."""
+
+    def __init__(self, rows: list[list[dict[str, Any]]], half: tuple[float, float]) -> None:
+        self.rows, self.half = rows, half
+        self.at = {n["name"]: (r, i) for r, row in enumerate(rows) for i, n in enumerate(row)}
+
+    def route(self, src: str, dst: str) -> tuple[list[list[float]], float]:
+        """The points the line from ``src`` to ``dst`` passes, and its curvature (an arc over a row)."""
+        if src not in self.at or dst not in self.at:
+            return [], 0.0
+        (ra, ia), (rb, ib) = self.at[src], self.at[dst]
+        a, b = self.rows[ra][ia], self.rows[rb][ib]
+        if ra == rb:
+            return _along(a, b, abs(ia - ib) == 1, ra == 0, self.half)
+        if ra < rb:
+            return self._down(a, b, ra, rb), 0.0
+        return self._down(b, a, rb, ra)[::-1], 0.0
+
+    def _down(self, a: dict[str, Any], b: dict[str, Any], ra: int, rb: int) -> list[list[float]]:
+        """From ``a`` down to ``b``: through the gap of each row between that is nearest the straight line."""
+        via: list[list[float]] = []
+        reach = self.half[1] + RIM + CLEAR
+        for k in range(ra + 1, rb):
+            ideal = a["x"] + (b["x"] - a["x"]) * (k - ra) / (rb - ra)
+            gap = min(self._gaps(k), key=lambda g: (abs(g - ideal), abs(g)))  # a tie: nearer the middle
+            y = self.rows[k][0]["y"]
+            via += [[gap, y + reach], [gap, y - reach]]
+        start = _port(a, via[0] if via else [b["x"], b["y"]], self.half)
+        return [start, *via, _port(b, via[-1] if via else [a["x"], a["y"]], self.half)]
+
+    def _gaps(self, k: int) -> list[float]:
+        """Where a line may pass row ``k``: midway between two boxes, or as far past an end box."""
+        return sorted({round(n["x"] + side * DX / 2, 3) for n in self.rows[k] for side in (-1, 1)})
+
+
+def _along(a: dict[str, Any], b: dict[str, Any], neighbours: bool, top: bool, half: tuple[float, float]
+           ) -> tuple[list[list[float]], float]:
+    """A line within a row: straight between neighbours, else an arc over the boxes between (over a
+    lower row, no higher than the gap under the row above)."""
+    side = 1 if b["x"] > a["x"] else -1
+    if neighbours:
+        return [[a["x"] + side * (half[0] + RIM), a["y"]], [b["x"] - side * (half[0] + RIM), b["y"]]], 0.0
+    y = a["y"] + half[1] + RIM
+    span = abs(b["x"] - a["x"]) - 2 * ARC_IN
+    rad = ARC_RAD if top else min(ARC_RAD, 2 * RISE / span)
+    return [[a["x"] + side * ARC_IN, y], [b["x"] - side * ARC_IN, y]], -rad * side
+
+
+def _port(n: dict[str, Any], toward: list[float], half: tuple[float, float]) -> list[float]:
+    """Where a line towards a point above or below leaves box ``n``: its top or bottom edge, where the
+    line from the box's centre crosses it, kept off the corners."""
+    y = n["y"] + (half[1] + RIM) * (1 if toward[1] > n["y"] else -1)
+    x = n["x"] + (toward[0] - n["x"]) * (y - n["y"]) / (toward[1] - n["y"])
+    inset = half[0] - 0.15  # off the rounded corners, and clear of a neighbour whatever the line's slope
+    return [round(min(max(x, n["x"] - inset), n["x"] + inset), 3), round(y, 3)]
 
 
 def _title(name: str, this: bool) -> list[str]:
@@ -169,10 +262,10 @@ def _node(task: Any, x: float, y: float, highlight: str | None) -> dict[str, Any
             "dim": highlight is not None and highlight != task.name}
 
 
-def _edge(lk: Any, highlight: str | None) -> dict[str, Any]:
+def _edge(lk: Any, highlight: str | None, path: list[list[float]], rad: float) -> dict[str, Any]:
     color, dashed = KIND_STYLE.get(lk.kind, ("#8c8c8c", False))
     return {"src": lk.src, "dst": lk.dst, "kind": lk.kind, "label": lk.label, "mutual": lk.mutual,
-            "seen": lk.seen, "color": color, "dashed": dashed,
+            "seen": lk.seen, "color": color, "dashed": dashed, "path": path, "rad": round(rad, 4),
             "dim": lk.seen == "not seen" or (highlight is not None and highlight not in (lk.src, lk.dst))}
 
 
@@ -194,8 +287,9 @@ def plot_topology(source: Any, *, highlight: str | None = None, title: str | Non
     """Draw the tasks (boxes: advertised address, what they listen on) and who connects to whom.
 
     One data unit is one inch: the figure is as big as its tasks, legend and title need (rows of
-    more than four tasks wrap), every text at least ``MIN_TEXT_PT`` points; a link's label is
-    left out where it would cover a box or another label (the legend names every kind).
+    more than four tasks wrap), every text at least ``MIN_TEXT_PT`` points; a link's line never
+    crosses a box it does not join (past a row in its way it bends through a gap of that row); a
+    link's label is left out where it would cover a box or another label (the legend names every kind).
 
     Args:
         source: a :class:`~vizdist.analysis.topology.Topology`, or anything :func:`vizdist.topology`
@@ -216,7 +310,6 @@ def plot_topology(source: Any, *, highlight: str | None = None, title: str | Non
 
     lay = topology_layout(source, highlight=highlight)
     half = tuple(lay["half"])
-    where = {n["name"]: (n["x"], n["y"]) for n in lay["nodes"]}
     own = ax is None
     if own:
         fig = plt.figure()
@@ -224,10 +317,10 @@ def plot_topology(source: Any, *, highlight: str | None = None, title: str | Non
         plt.close(fig)
     fig = ax.figure
     _draw_box(ax, lay["box"])
-    labels = [_draw_edge(ax, e, where, half, label=len(lay["edges"]) <= 8) for e in lay["edges"]]
+    labels = [_draw_edge(ax, e, label=len(lay["edges"]) <= 8) for e in lay["edges"]]
     boxes = [_draw_node(ax, n, half) for n in lay["nodes"]]
     legend = _legend(ax, lay["edges"])
-    x0, x1, y0, y1 = _extent(lay, where, half)
+    x0, x1, y0, y1 = _extent(lay, half)
     ax.set_xlim(x0, x1)
     ax.set_ylim(y0, y1)
     ax.set_aspect("equal")
@@ -239,9 +332,8 @@ def plot_topology(source: Any, *, highlight: str | None = None, title: str | Non
     return described(plain_figure(fig), lay["summary"])
 
 
-def _extent(lay: dict[str, Any], where: dict[str, tuple[float, float]], half: tuple[float, ...]
-            ) -> tuple[float, float, float, float]:
-    """The drawing's limits, in inches: the boxes, the network box and the arcs over a row."""
+def _extent(lay: dict[str, Any], half: tuple[float, ...]) -> tuple[float, float, float, float]:
+    """The drawing's limits, in inches: the boxes, the network box and the links (arcs over a row)."""
     xs = [n["x"] for n in lay["nodes"]] or [0.0]
     ys = [n["y"] for n in lay["nodes"]] or [0.0]
     x0, x1 = min(xs) - half[0] - 0.08, max(xs) + half[0] + 0.08
@@ -249,10 +341,9 @@ def _extent(lay: dict[str, Any], where: dict[str, tuple[float, float]], half: tu
     if lay["box"]:
         b = lay["box"]
         x0, x1, y0, y1 = min(x0, b["x0"] - 0.08), max(x1, b["x1"] + 0.08), min(y0, b["y0"] - 0.08), max(y1, b["y1"] + 0.08)
-    for e in lay["edges"]:
-        if e["src"] in where and e["dst"] in where:
-            a, b, rad = _ends(where[e["src"]], where[e["dst"]], half, straight=e["kind"] == "files")
-            y1 = max(y1, a[1] + abs(rad) / 2 * abs(b[0] - a[0]) + 0.1)  # an arc's peak
+    for e in (e for e in lay["edges"] if e["path"]):
+        x0, x1 = min([x0, *(p[0] - 0.08 for p in e["path"])]), max([x1, *(p[0] + 0.08 for p in e["path"])])
+        y1 = max(y1, _peak(e) + 0.1)
     return x0, x1, y0, y1
 
 
@@ -295,44 +386,56 @@ def _draw_box(ax: Any, box: dict[str, Any] | None) -> None:
     ax.text(box["x0"] + 0.08, box["y1"] - 0.06, text, fontsize=MIN_TEXT_PT, color=color, va="top")
 
 
-def _rim(x0: float, y0: float, x1: float, y1: float, half: tuple[float, ...]) -> tuple[float, float]:
-    """Where the straight line from box centre (x0, y0) towards (x1, y1) leaves the box."""
-    dx, dy = x1 - x0, y1 - y0
-    t = min(half[0] / abs(dx) if dx else float("inf"), half[1] / abs(dy) if dy else float("inf"))
-    return x0 + dx * t * 1.04, y0 + dy * t * 1.04
+def _curve(points: list[list[float]], rad: float) -> Any:
+    """The matplotlib ``Path`` of a link's line: an arc (matplotlib's arc3) between two points, else
+    straight between them with each corner rounded (by ``BEND``: it stays clear of the boxes)."""
+    from matplotlib.path import Path
+
+    if rad:
+        (ax, ay), (bx, by) = points
+        control = ((ax + bx) / 2 + rad * (by - ay), (ay + by) / 2 - rad * (bx - ax))
+        return Path([points[0], control, points[1]], [Path.MOVETO, Path.CURVE3, Path.CURVE3])
+    verts: list[Sequence[float]] = [points[0]]
+    for p, v, q in zip(points, points[1:], points[2:], strict=False):
+        verts += [_toward(v, p, min(BEND, math.dist(v, p) / 2)), v, _toward(v, q, min(BEND, math.dist(v, q) / 2))]
+    codes = [Path.MOVETO, *[Path.LINETO, Path.CURVE3, Path.CURVE3] * (len(points) - 2), Path.LINETO]
+    return Path([*verts, points[-1]], codes)
 
 
-def _ends(p: tuple[float, float], q: tuple[float, float], half: tuple[float, ...], *, straight: bool = False
-          ) -> tuple[tuple[float, float], tuple[float, float], float]:
-    """Start, end and curvature of an edge between two boxes (same row: over the top, as an arc,
-    unless they are neighbours or ``straight``)."""
-    (x0, y0), (x1, y1) = p, q
-    if abs(y0 - y1) < 1e-9:
-        side = 1 if x1 > x0 else -1
-        if straight or abs(x1 - x0) <= DX + 1e-9:  # neighbours: straight, side to side
-            return (x0 + side * half[0], y0), (x1 - side * half[0], y1), 0.0
-        return (x0 + side * 0.3, y0 + half[1]), (x1 - side * 0.3, y1 + half[1]), -0.3 * side
-    return _rim(x0, y0, x1, y1, half), _rim(x1, y1, x0, y0, half), 0.0
+def _toward(v: Sequence[float], p: Sequence[float], d: float) -> tuple[float, float]:
+    """The point ``d`` from ``v`` towards ``p``."""
+    length = math.dist(v, p)
+    t = d / length if length else 0.0
+    return v[0] + (p[0] - v[0]) * t, v[1] + (p[1] - v[1]) * t
 
 
-def _draw_edge(ax: Any, e: dict[str, Any], where: dict[str, tuple[float, float]], half: tuple[float, ...], *,
-               label: bool) -> Any:
-    """The arrow of one link, and its label (returned, or None)."""
+def _middle(points: list[list[float]], rad: float) -> tuple[float, float]:
+    """Half-way along a link's line (an arc's: half-way to its control point)."""
+    if rad:
+        (ax, ay), (bx, by) = points
+        return (ax + bx) / 2 + rad * (by - ay) / 2, (ay + by) / 2 - rad * (bx - ax) / 2
+    left = sum(math.dist(p, q) for p, q in itertools.pairwise(points)) / 2
+    for p, q in itertools.pairwise(points):
+        if left <= math.dist(p, q):
+            return _toward(p, q, left)
+        left -= math.dist(p, q)
+    return points[-1][0], points[-1][1]
+
+
+def _draw_edge(ax: Any, e: dict[str, Any], *, label: bool) -> Any:
+    """The arrow of one link along its layout's path, and its label (returned, or None)."""
     from matplotlib.patches import FancyArrowPatch
 
-    if e["src"] not in where or e["dst"] not in where:
+    if not e["path"]:
         return None
-    a, b, rad = _ends(where[e["src"]], where[e["dst"]], half, straight=e["kind"] == "files")
-    ax.add_patch(FancyArrowPatch(a, b, connectionstyle=f"arc3,rad={rad}",
+    ax.add_patch(FancyArrowPatch(path=_curve(e["path"], e["rad"]),
                                  arrowstyle="<|-|>" if e["mutual"] else "-|>", mutation_scale=11,
-                                 shrinkA=0, shrinkB=0, color=e["color"], alpha=0.25 if e["dim"] else 0.9,
+                                 color=e["color"], alpha=0.25 if e["dim"] else 0.9,
                                  linestyle=":" if e["seen"] == "not seen" else "--" if e["dashed"] else "-",
-                                 linewidth=1.3, zorder=1.5))  # under the boxes (white): crossings hide
+                                 linewidth=1.3, zorder=1.5))
     if not label or e["dim"]:
         return None
-    # the middle of matplotlib's arc3 curve: half-way to its control point
-    mx = (a[0] + b[0]) / 2 + rad * (b[1] - a[1]) / 2
-    my = (a[1] + b[1]) / 2 - rad * (b[0] - a[0]) / 2
+    mx, my = _middle(e["path"], e["rad"])
     return ax.text(mx, my, "\n".join(_wrapped(short(e["label"], 60), width=26)), fontsize=MIN_TEXT_PT,
                    color=e["color"], ha="center", va="center", zorder=4,
                    bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5, "alpha": 0.8})
