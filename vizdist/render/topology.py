@@ -317,7 +317,7 @@ def plot_topology(source: Any, *, highlight: str | None = None, title: str | Non
         plt.close(fig)
     fig = ax.figure
     _draw_box(ax, lay["box"])
-    labels = [_draw_edge(ax, e, label=len(lay["edges"]) <= 8) for e in lay["edges"]]
+    labels = [_draw_edge(ax, e, label=say) for e, say in zip(lay["edges"], _labelled(lay["edges"]), strict=True)]
     boxes = [_draw_node(ax, n, half) for n in lay["nodes"]]
     legend = _legend(ax, lay["edges"])
     x0, x1, y0, y1 = _extent(lay, half)
@@ -330,6 +330,22 @@ def plot_topology(source: Any, *, highlight: str | None = None, title: str | Non
         _fit(fig, ax, legend, x1 - x0, y1 - y0)
     _drop_covering([t for t in labels if t is not None], boxes, fig)
     return described(plain_figure(fig), lay["summary"])
+
+
+def _labelled(edges: list[dict[str, Any]]) -> list[bool]:
+    """Which links carry their label: all when there are few (8 or fewer), one per kind and target task.
+
+    Example:
+        >>> _labelled([{"kind": "files", "dst": "launcher:0"}, {"kind": "files", "dst": "launcher:0"}])
+        [True, False]
+    """
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for e in edges:
+        key = (e["kind"], e["dst"])
+        out.append(len(edges) <= 8 and key not in seen)
+        seen.add(key)
+    return out
 
 
 def _extent(lay: dict[str, Any], half: tuple[float, ...]) -> tuple[float, float, float, float]:
