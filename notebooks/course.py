@@ -4,7 +4,8 @@ The notebooks ``import course`` (this file, beside them) so their cells show Ten
 vizdist recorded, not DataFrame bookkeeping. Every helper reads a finished trace (no TensorFlow is
 imported here). The exercise checks print ``done: ...`` when the goal is met and ``not yet: ...``
 (what is still wrong) otherwise; ``tests/test_solutions.py`` runs each on the committed start and on
-the model answer, and ``tests/test_course.py`` checks every helper against plain TensorFlow runs.
+the model answer, and ``tests/test_course.py`` checks the table helpers against plain TensorFlow runs
+and notebook 05's reports against ``trace.timing``.
 
 Example:
     >>> import vizdist, course
