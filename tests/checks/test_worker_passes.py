@@ -61,6 +61,9 @@ def test_seeded_shuffle_with_repeat_shares_nothing_within_a_repetition(tf) -> No
 
 
 def test_unseeded_shuffle_is_named_as_the_cause(tf) -> None:
+    # No global seed (an earlier test in this process may have set one, e.g. keras.utils.set_random_seed):
+    # with one, TF derives the shuffle's seed from it (random_seed.get_seed), so the shuffle is seeded.
+    tf.random.set_seed(None)
     reads = _plain_reads(tf, seed=None)  # every pipeline built draws its own random seed
     assert set(reads[0]) & set(reads[1]), "plain TF: two unseeded orders split by DATA overlap"
     t = _two_worker_trace(tf, seed=None)

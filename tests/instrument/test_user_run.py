@@ -17,6 +17,13 @@ pytestmark = pytest.mark.filterwarnings("ignore:`shuffle=True` was passed")  # K
 N = 22  # 22 examples in batches of 8 over 4 replicas: a short last batch every epoch
 
 
+@pytest.fixture(autouse=True)
+def _no_global_seed_after(tf):
+    """_model sets Keras's (and so TF's) global seed; later tests in this process must not inherit it."""
+    yield
+    tf.random.set_seed(None)
+
+
 @pytest.fixture(scope="module")
 def keras(tf):
     import keras
