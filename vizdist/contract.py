@@ -584,21 +584,19 @@ class CommonMeta(TypedDict, total=False):
     lost_tasks: list[LostTask]
 
 
-class DistributionMeta(CommonMeta, total=False):
-    """``kind == "distribution"``: ``trace_distribution`` / ``watch`` / ``trace_tf1`` in one process."""
+class _DistributionKeys(TypedDict, total=False):
+    """The keys of ``distribution`` whose type no other kind contradicts (shared with :class:`TraceMeta`)."""
 
     host: str
     gpus: int
     iteration: str
     execution: str
     options: dict[str, Any]
-    steps_requested: int | None
     steps_run: int
     shard_policy: str
     per_replica_batch_size: int | None
     input_contexts: list[dict[str, Any]]
     pipeline: list[Any]
-    pipelines: list[Any]
     sources: list[Any]
     pipeline_flags: dict[str, Any]
     element_spec: str
@@ -619,15 +617,21 @@ class DistributionMeta(CommonMeta, total=False):
     tpu: TPUMeta
 
 
+class DistributionMeta(CommonMeta, _DistributionKeys, total=False):
+    """``kind == "distribution"``: ``trace_distribution`` / ``watch`` / ``trace_tf1`` in one process."""
+
+    steps_requested: int | None
+    pipelines: list[Any]
+
+
 class MultiWorkerMeta(DistributionMeta, total=False):
     """``kind == "multi_worker"``: distribution traces of several processes, merged."""
 
 
-class ParameterServerMeta(CommonMeta, total=False):
-    """``kind == "parameter_server"``: steps scheduled by a ``ClusterCoordinator``."""
+class _ParameterServerKeys(TypedDict, total=False):
+    """The keys of ``parameter_server`` whose type no other kind contradicts (shared with :class:`TraceMeta`)."""
 
     num_ps: int | None
-    steps_requested: int
     steps_scheduled: int
     steps_run: int
     step_workers: list[int]
@@ -642,6 +646,12 @@ class ParameterServerMeta(CommonMeta, total=False):
     interventions: list[dict[str, Any]]
     variables: list[dict[str, Any]]
     variable_shape: list[int]
+
+
+class ParameterServerMeta(CommonMeta, _ParameterServerKeys, total=False):
+    """``kind == "parameter_server"``: steps scheduled by a ``ClusterCoordinator``."""
+
+    steps_requested: int
 
 
 class DataServiceMeta(CommonMeta, total=False):
@@ -667,91 +677,34 @@ class DataServiceMeta(CommonMeta, total=False):
     abandoned_consumer_threads: int
 
 
-class ShardComparisonMeta(CommonMeta, total=False):
+class _ShardComparisonKeys(TypedDict, total=False):
+    """The keys of ``shard_comparison`` whose type no other kind contradicts (shared with :class:`TraceMeta`)."""
+
+    shard_policy: str
+    files: list[str]
+    replicas_per_worker: int
+    pipeline: list[Any]
+    auto_shard_log: list[str]
+
+
+class ShardComparisonMeta(CommonMeta, _ShardComparisonKeys, total=False):
     """``kind == "shard_comparison"``: one auto-shard policy of ``compare_shard_policies``."""
 
-    shard_policy: str
-    files: list[str]
-    replicas_per_worker: int
-    pipeline: list[Any]
     pipelines: dict[str, Any]
-    auto_shard_log: list[str]
 
 
-class TraceMeta(CommonMeta, total=False):
+class TraceMeta(_DistributionKeys, _ParameterServerKeys, DataServiceMeta, _ShardComparisonKeys, total=False):
     """``trace.meta`` of any kind: every key of every kind's ``TypedDict`` (the type ``Trace.meta`` has).
 
-    A key two kinds type differently has both types here (``steps_requested``: int or null for
-    ``distribution``, int for ``parameter_server``; ``pipelines``: a list, or for ``shard_comparison``
-    a dict). :func:`validate_meta` checks a meta against its own kind's ``TypedDict``
-    (:data:`KINDS`), which is narrower; ``tests/test_contract.py`` keeps this union in step with them.
+    Built from the kinds' own key sets, so a key is written once. A key two kinds type differently
+    has both types here (``steps_requested``: int or null for ``distribution``, int for
+    ``parameter_server``; ``pipelines``: a list, or for ``shard_comparison`` a dict).
+    :func:`validate_meta` checks a meta against its own kind's ``TypedDict`` (:data:`KINDS`), which is
+    narrower; ``tests/test_contract.py`` keeps this union in step with them.
     """
 
-    # distribution / multi_worker (DistributionMeta)
-    host: str
-    gpus: int
-    iteration: str
-    execution: str
-    options: dict[str, Any]
     steps_requested: int | None
-    steps_run: int
-    shard_policy: str
-    per_replica_batch_size: int | None
-    input_contexts: list[dict[str, Any]]
-    pipeline: list[Any]
     pipelines: list[Any] | dict[str, Any]
-    sources: list[Any]
-    pipeline_flags: dict[str, Any]
-    element_spec: str
-    distributed_element_spec: str
-    rebatch: str
-    stopped: str
-    worker: int
-    placement: PlacementMeta
-    reductions: list[ReductionMeta]
-    loss_scaling: list[LossScalingRow]
-    loss_scaling_global_batch_size: int | None
-    distributed_values: list[DistributedValuesMeta]
-    services: list[ServiceRead]
-    datasets: list[dict[str, Any]]
-    passes: list[dict[str, Any]]
-    phases: list[str]
-    phase: str
-    tpu: TPUMeta
-    # parameter_server (ParameterServerMeta)
-    num_ps: int | None
-    steps_scheduled: int
-    step_workers: list[int]
-    closures: list[ClosureRecord]
-    attempts_recorded: bool
-    per_worker_values: dict[str, Any]
-    remote_values: dict[str, str]
-    timeout_s: float
-    interventions: list[dict[str, Any]]
-    variables: list[dict[str, Any]]
-    variable_shape: list[int]
-    # data_service (DataServiceMeta)
-    instrument: str
-    processing_mode: str
-    sharding_policy: str
-    workers_in_process: bool
-    worker_attribution: str | None
-    fault_tolerant_mode: bool
-    job_name: str
-    consumers: int
-    num_consumers: int | None
-    coordinated_reads: bool
-    steps: int | None
-    tagging: dict[str, Any]
-    expected_source_ids: list[int] | None
-    stopped_workers: list[StoppedWorker]
-    complete: bool
-    stall: Stall
-    abandoned_consumer_threads: int
-    # shard_comparison (ShardComparisonMeta)
-    files: list[str]
-    replicas_per_worker: int
-    auto_shard_log: list[str]
 
 
 def join_reductions(metas: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]] | None:
