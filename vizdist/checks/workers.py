@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import pandas as pd
 
@@ -211,36 +212,47 @@ def worker_starved(trace: Trace) -> Iterator[Finding]:
     e = trace.elements
     counts = {w: int((e["worker"] == w).sum()) for w in workers}
     errors = trace.meta.get("errors") or {}
+    texts = list(errors.values()) if isinstance(errors, dict) else [str(x) for x in errors]
     policy = _policy(trace.meta)
     files = trace.meta.get("files") or sorted({f for f in e["source_file"] if f})
-    texts = list(errors.values()) if isinstance(errors, dict) else [str(x) for x in errors]
     # AUTO shards by FILE when the pipeline has a file reader and falls back to DATA only when it finds none
     # (auto_shard.cc, a NotFound error); too few files then fails as under FILE, with TF's FILE error.
     file_ran = policy == "FILE" or (policy == "AUTO" and any(_FILE_SHARD_ERROR in t for t in texts))
+    too_few_files = file_ran and bool(files) and len(files) < len(workers)
     if not any(counts.values()):
-        if file_ran and files and len(files) < len(workers):
-            # The run failed before anyone got data: say which workers had no file to read.
-            starved = workers[len(files):]
-            auto = ("AUTO sharding applied FILE, as it does for a pipeline that reads files (it falls back to "
-                    "DATA only when it finds no file reader). " if policy == "AUTO" else "")
-            yield Finding(
-                "worker-starved", "error",
-                f"{auto}FILE sharding hands out whole files, and there are only {len(files)} file(s) for "
-                f"{len(workers)} workers: worker(s) {starved} have no file, see their data end at once and "
-                "wait in a collective, while TensorFlow's shard raises \"Could not apply FILE based sharding\" "
-                "on the workers that do have a file, finding too few files for all workers"
-                + (f" ({len(errors)} worker(s) failed; their errors are in trace.meta['errors'])" if errors else "")
-                + ". Fix: split the data into at least as many files as workers (ideally many more), or use "
-                "AutoShardPolicy.DATA.",
-                workers=starved,
-            )
+        if too_few_files:
+            yield _no_file_for_some_workers(workers, len(files), policy, errors)
         return
     starved = [w for w, n in counts.items() if n == 0]
-    if not starved:
-        return
-    if file_ran and files and len(files) < len(workers):
-        cause = (f"FILE sharding hands out whole files and there are only {len(files)} file(s) for "
-                 f"{len(workers)} workers, so worker(s) {starved} have no file.")
+    if starved:
+        yield _starved_while_others_read(starved, counts, len(files) if too_few_files else None, policy,
+                                         errors, texts, len(workers))
+
+
+def _no_file_for_some_workers(workers: list[int], n_files: int, policy: str, errors: Any) -> Finding:
+    """The run failed before anyone got data, FILE sharding having too few files: which workers had none."""
+    starved = workers[n_files:]
+    auto = ("AUTO sharding applied FILE, as it does for a pipeline that reads files (it falls back to "
+            "DATA only when it finds no file reader). " if policy == "AUTO" else "")
+    return Finding(
+        "worker-starved", "error",
+        f"{auto}FILE sharding hands out whole files, and there are only {n_files} file(s) for "
+        f"{len(workers)} workers: worker(s) {starved} have no file, see their data end at once and "
+        "wait in a collective, while TensorFlow's shard raises \"Could not apply FILE based sharding\" "
+        "on the workers that do have a file, finding too few files for all workers"
+        + (f" ({len(errors)} worker(s) failed; their errors are in trace.meta['errors'])" if errors else "")
+        + ". Fix: split the data into at least as many files as workers (ideally many more), or use "
+        "AutoShardPolicy.DATA.",
+        workers=starved,
+    )
+
+
+def _starved_while_others_read(starved: list[int], counts: dict[int, int], n_files: int | None,
+                               policy: str, errors: Any, texts: list[str], n_workers: int) -> Finding:
+    """Some workers read elements and ``starved`` read none; ``n_files`` is set when FILE had too few files."""
+    if n_files is not None:
+        cause = (f"FILE sharding hands out whole files and there are only {n_files} file(s) for "
+                 f"{n_workers} workers, so worker(s) {starved} have no file.")
     elif policy in ("DATA", "AUTO"):
         cause = ("The dataset has fewer batches than workers x steps, so some workers' shard came out "
                  "empty.")
@@ -251,7 +263,7 @@ def worker_starved(trace: Trace) -> Iterator[Finding]:
         cause += " Workers also failed: " + "; ".join(failed) + "."
     fix = ("Give every worker data: use at least as many files as workers (ideally many more), or "
            "AutoShardPolicy.DATA; check that the number of batches is at least the number of workers.")
-    yield Finding(
+    return Finding(
         "worker-starved", "error",
         f"Worker(s) {starved} received no input elements while the others received {sum(counts.values())}. "
         f"{cause} A starved worker still has to join every collective, so its peers stall or fail. Fix: {fix}",
