@@ -92,13 +92,14 @@ def test_worker_starved_silent_when_every_worker_has_data() -> None:
     assert "worker-starved" not in _codes(t)
 
 
-def test_file_shard_fallback_when_files_are_shared_under_file_or_auto() -> None:
+def test_file_shard_fallback_only_under_auto_which_alone_falls_back_to_data() -> None:
+    """auto_shard.cc (ApplyAutoShard): FILE returns ShardByFile's error, only AUTO applies DATA on NotFound
+    (tests/instrument/test_sharding.py::test_enumerate_after_files_makes_auto_fall_back_to_data shows both)."""
     assign = {0: [("a.txt", 0), ("b.txt", 0)], 1: [("a.txt", 1), ("b.txt", 1)]}
-    f = diagnose(_file_trace(assign, "FILE")).query("code == 'file-shard-fallback'").iloc[0]
-    assert f["severity"] == "warning" and "['a.txt', 'b.txt']" in f["message"]
+    assert "file-shard-fallback" not in _codes(_file_trace(assign, "FILE"))
     a = diagnose(_file_trace(assign, "AUTO", auto_shard_log=["worker 0: AUTO sharding policy will apply DATA sharding policy"]))
     a = a.query("code == 'file-shard-fallback'").iloc[0]
-    assert a["severity"] == "info" and "apply DATA sharding" in a["message"]
+    assert a["severity"] == "info" and "apply DATA sharding" in a["message"] and "['a.txt', 'b.txt']" in a["message"]
 
 
 def test_file_shard_fallback_silent_for_whole_files_or_data_policy() -> None:

@@ -341,3 +341,22 @@ def test_the_default_files_go_with_the_comparison_or_its_failure(tmp_path: Path,
     del cmp
     gc.collect()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_data_sharding_gives_a_worker_only_empty_pieces_when_the_global_batch_is_short(tmp_path: Path) -> None:
+    """auto_shard.cc (ShardByData, RewriteRebatchV2ToV1) and input_lib.py (_make_rebatch_fn): DATA swaps in the
+    legacy rebatch, which cuts each global batch into one piece per replica of all the workers (ceil(n / replicas)
+    elements each, in replica order), and each worker keeps its own replicas' pieces. One line in a global batch
+    of 4 over 2 workers: plain TF runs the step on both, and one of them gets an empty piece."""
+    one = write_text_files(tmp_path, n_files=1, lines_per_file=1)
+    plain = _run_plain(one, ["DATA"])
+    values = _plain_values(plain, "DATA")
+    empty = [w for w in sorted(values) if not values[w]]
+    assert empty and len(empty) < len(values)  # plain TF: some worker got the line, some got nothing
+    assert len({len(plain[w]["DATA"]) for w in plain}) == 1  # every worker ran every step
+    cmp = compare_shard_policies(one, policies=["DATA"], **RUN)
+    assert cmp.worker_values("DATA") == values
+    starved = diagnose(cmp.traces["DATA"]).query("code == 'worker-starved'")
+    assert len(starved) == 1 and starved.iloc[0]["workers"] == empty
+    assert starved.iloc[0]["severity"] == "warning"  # they ran every step: nothing stalls, nothing failed
+    assert "legacy rebatch cuts every global batch into one piece per replica" in starved.iloc[0]["message"]

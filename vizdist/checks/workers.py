@@ -225,8 +225,8 @@ def worker_starved(trace: Trace) -> Iterator[Finding]:
         return
     starved = [w for w, n in counts.items() if n == 0]
     if starved:
-        yield _starved_while_others_read(starved, counts, len(files) if too_few_files else None, policy,
-                                         errors, texts, len(workers))
+        cause = _why_starved(trace, starved, len(files) if too_few_files else None, len(workers))
+        yield _starved_while_others_read(trace, starved, counts, cause, errors, texts, too_few_files=too_few_files)
 
 
 def _no_file_for_some_workers(workers: list[int], n_files: int, policy: str, errors: Any) -> Finding:
@@ -247,20 +247,47 @@ def _no_file_for_some_workers(workers: list[int], n_files: int, policy: str, err
     )
 
 
-def _starved_while_others_read(starved: list[int], counts: dict[int, int], n_files: int | None,
-                               policy: str, errors: Any, texts: list[str], n_workers: int) -> Finding:
-    """Some workers read elements and ``starved`` read none; ``n_files`` is set when FILE had too few files."""
+def _data_sharding_applied(meta: TraceMeta) -> bool:
+    """DATA was asked for, or AUTO said in TF's log that it applied DATA (it found no file reader)."""
+    policy = _policy(meta)
+    return policy == "DATA" or (policy == "AUTO" and any(
+        "apply DATA sharding" in ln for ln in meta.get("auto_shard_log", [])))
+
+
+def _why_starved(trace: Trace, starved: list[int], n_files: int | None, n_workers: int) -> str:
+    """The cause of ``starved`` reading nothing; ``n_files`` is set when FILE (or AUTO) had too few files."""
     if n_files is not None:
-        cause = (f"FILE sharding hands out whole files and there are only {n_files} file(s) for "
-                 f"{n_workers} workers, so worker(s) {starved} have no file.")
-    elif policy in ("DATA", "AUTO"):
-        cause = ("The dataset has fewer batches than workers x steps, so some workers' shard came out "
-                 "empty.")
-    else:
-        cause = "The worker's input shard was empty (its dataset_fn or shard() gave it no elements)."
+        return (f"FILE sharding hands out whole files and there are only {n_files} file(s) for "
+                f"{n_workers} workers, so worker(s) {starved} have no file.")
+    if _data_sharding_applied(trace.meta):
+        # auto_shard.cc (ShardByData, RewriteRebatchV2ToV1) and input_lib.py (_make_rebatch_fn)
+        return ("Under DATA sharding TensorFlow's legacy rebatch cuts every global batch into one piece per "
+                "replica of all the workers (ceil(n / replicas) elements each, filled in replica order) and "
+                "each worker keeps its own replicas' pieces: the global batches held too few elements to "
+                f"reach the replicas of worker(s) {starved}, so their pieces were empty.")
+    return "The worker's input shard was empty (its dataset_fn or shard() gave it no elements)."
+
+
+def _starved_while_others_read(trace: Trace, starved: list[int], counts: dict[int, int], cause: str,
+                               errors: Any, texts: list[str], *, too_few_files: bool) -> Finding:
+    """Some workers read elements and ``starved`` read none: an error, or a warning where they ran every
+    step (on empty batches) and nothing failed."""
     if errors:
         failed = [f"{k}: {v}" for k, v in sorted(errors.items())] if isinstance(errors, dict) else texts
         cause += " Workers also failed: " + "; ".join(failed) + "."
+    b = trace.batches
+    steps = {w: int(b.loc[b["worker"] == w, "step"].nunique()) for w in counts}
+    ran_every_step = max(steps.values()) > 0 and all(steps[w] == max(steps.values()) for w in starved)
+    if ran_every_step and not errors and not too_few_files:
+        return Finding(
+            "worker-starved", "warning",
+            f"Worker(s) {starved} received no input elements while the others received {sum(counts.values())}, "
+            f"though they ran every step ({max(steps.values())}): each of their replicas ran the step on an "
+            f"empty batch, so they trained on nothing. {cause} Fix: make the global batch size a multiple of the "
+            "number of replicas in all and drop the short last batch (batch(..., drop_remainder=True)), so "
+            "every replica's piece is full.",
+            workers=starved,
+        )
     fix = ("Give every worker data: use at least as many files as workers (ideally many more), or "
            "AutoShardPolicy.DATA; check that the number of batches is at least the number of workers.")
     return Finding(
@@ -273,11 +300,12 @@ def _starved_while_others_read(starved: list[int], counts: dict[int, int], n_fil
 
 @check
 def file_shard_fallback(trace: Trace) -> Iterator[Finding]:
-    """FILE (or AUTO) was asked for, but files were shared between workers: data sharding happened."""
-    if _is_service(trace):
-        return
-    policy = _policy(trace.meta)
-    if policy not in ("FILE", "AUTO"):
+    """AUTO was asked for, but files were shared between workers: TF applied DATA sharding.
+
+    Under FILE, TF never shards by element: ``ApplyAutoShard`` (auto_shard.cc) returns FILE's error
+    (``file-shard-unshardable``); only AUTO falls back to DATA, on a NotFound.
+    """
+    if _is_service(trace) or _policy(trace.meta) != "AUTO":
         return
     e = trace.elements[trace.elements["source_file"] != ""]
     if e.empty or e["worker"].nunique() < 2:
@@ -295,15 +323,15 @@ def file_shard_fallback(trace: Trace) -> Iterator[Finding]:
     cause = ("Walking from the end of the pipeline to its sources, TensorFlow met a source it cannot shard by "
              "files (range, from_tensor_slices, a generator: auto_shard.cc's unshardable sources; enumerate is "
              "zip(range, ...), and every branch of a zip or concatenate counts) or found no file reader, so it "
-             "sharded by element: every worker opens every file and keeps 1/N of its lines.")
+             "applied DATA: every worker reads every file in full and keeps only its share of the pipeline's "
+             "output.")
     fix = ("Start the pipeline from the file names (tf.data.Dataset.list_files(...) or "
            "TextLineDataset(files)) and apply per-element transformations after the reader, with no zip, "
            "concatenate or enumerate that brings in another source; set AutoShardPolicy.DATA explicitly if "
            "element sharding is what you want.")
-    severity = "warning" if policy == "FILE" else "info"
-    what = "FILE sharding was requested" if policy == "FILE" else "AUTO sharding was requested (it tries FILE first)"
-    yield Finding("file-shard-fallback", severity, f"{what}, but data sharding happened: {evidence}. "
-                  f"{cause} Fix: {fix}", workers=sorted({int(w) for ws in shared for w in ws}))
+    yield Finding("file-shard-fallback", "info", "AUTO sharding was requested (it tries FILE first), but data "
+                  f"sharding happened: {evidence}. {cause} Fix: {fix}",
+                  workers=sorted({int(w) for ws in shared for w in ws}))
 
 
 @check
