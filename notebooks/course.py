@@ -5,7 +5,8 @@ vizdist recorded, not DataFrame bookkeeping. Every helper reads a finished trace
 imported here). The exercise checks print ``done: ...`` when the goal is met and ``not yet: ...``
 (what is still wrong) otherwise; ``tests/test_solutions.py`` runs each on the committed start and on
 the model answer, and ``tests/test_course.py`` checks the table helpers against plain TensorFlow runs
-and notebook 05's reports against ``trace.timing``.
+and notebook 05's reports against ``trace.timing`` (``tests/test_course_svc.py``: those of 04 and 06b
+against a real tf.data service's sharding rules and plain TF reductions).
 
 Example:
     >>> import vizdist, course
@@ -17,7 +18,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
+from pathlib import PurePath
 from typing import Any
 
 import pandas as pd
@@ -28,17 +30,25 @@ __all__ = [
     "bad_elements",
     "batch_devices",
     "buffer_report",
+    "by_worker",
+    "came_from",
     "check_every_replica_fed",
     "check_fit_feeds_every_replica",
     "check_guess",
     "check_one_arrival_each",
+    "check_worker_guess",
+    "collectives",
     "dataset_fn_calls",
     "describe",
     "failed_element",
+    "file_readers",
     "finding",
+    "findings_at",
     "nonfinite_graph_ops",
     "passes",
+    "reduction_ops",
     "run_ms",
+    "shards_by_policy",
     "sizes",
     "sizes_side_by_side",
     "times_seen",
@@ -181,3 +191,64 @@ def check_guess(trace: vizdist.Trace, guess: Mapping[str, int]) -> None:
     real = {"source": int(first["source_id"]), "step": int(first["step"]), "replica": int(first["replica"])}
     wrong = [key for key in real if guess.get(key) != real[key]]
     _verdict("that is the element, step and replica", [f"look again at {', '.join(wrong)}"] if wrong else [])
+
+
+# --- tf.data service, reduction, topology (notebooks 04, 06b, 10) ---
+
+def by_worker(trace: vizdist.Trace) -> dict[int, list[int]]:
+    """04: the source ids each tf.data service worker made, in the order they arrived: ``{worker: [ids]}``."""
+    return {int(w): [int(i) for i in ids] for w, ids in trace.elements.groupby("worker")["source_id"]}
+
+
+def came_from(trace: vizdist.Trace) -> pd.Series:
+    """04: the service workers each source element came from (one per copy, sorted), by source id."""
+    column = "service_worker" if "service_worker" in trace.elements else "worker"  # your own pipeline's trace
+    workers = trace.elements.groupby("source_id")[column].agg(lambda w: sorted(int(x) for x in w))
+    return workers.rename("service workers it came from")
+
+
+def shards_by_policy(runs: Mapping[str, vizdist.Trace], *, varies: Collection[str] = ()) -> pd.DataFrame:
+    """04: per sharding policy, how many copies of each element arrived and the ids each worker made (sorted)."""
+    workers = sorted({w for t in runs.values() for w in by_worker(t)})
+    rows = {policy: {"copies of each element": sorted({len(w) for w in came_from(t)}),
+                     **{f"worker {w}": "(varies by run)" if policy in varies else sorted(by_worker(t).get(w, []))
+                        for w in workers}} for policy, t in runs.items()}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("policy")
+
+
+def file_readers(trace: vizdist.Trace) -> pd.DataFrame:
+    """04: the service workers that read each file (by file name), for a run sharded by ``FILE``."""
+    e = trace.elements
+    files = e["source_file"].map(lambda p: PurePath(p).name).rename("file")
+    readers = e.groupby(files)["worker"].agg(lambda w: sorted({int(x) for x in w}))
+    return readers.to_frame("workers that read it")
+
+
+def findings_at(trace: vizdist.Trace, severity: str) -> pd.DataFrame:
+    """The findings of ``vizdist.diagnose(trace)`` at this ``severity`` (``"error"``, ...), numbered from 0."""
+    found = vizdist.diagnose(trace)
+    return found[found["severity"] == severity].reset_index(drop=True)
+
+
+def check_worker_guess(trace: vizdist.Trace, guess: int | None, *, element: int) -> None:
+    """04: ``guess`` is the service worker that made ``element``; prints the run's ``service-`` findings first."""
+    real = came_from(trace)[element][0]
+    print("service findings:", [c for c in vizdist.diagnose(trace)["code"] if c.startswith("service-")])
+    _verdict(f"worker {real} produces element {element}",
+             [] if guess == real else [f"element {element} does not come from that worker"])
+
+
+def reduction_ops(runs: Mapping[str, vizdist.Trace]) -> pd.DataFrame:
+    """06b: the ops that combined each run's values (``"AddN on CPU:0"``, sorted), one column per run."""
+    def ops(t: vizdist.Trace) -> pd.Series:
+        ops = t.meta["reductions"][0]["ops"]
+        pairs = {(o["op_type"], o["device"]) for o in ops if not o["op_type"].startswith("__")}  # not TF's calls
+        return pd.Series([f"{op} on {device}" for op, device in sorted(pairs)], dtype=object)
+
+    return pd.DataFrame({name: ops(t) for name, t in runs.items()}).fillna("")
+
+
+def collectives(trace: vizdist.Trace) -> list[tuple[str, str, str, str, str]]:
+    """06b: the collective ops of the first reduction, once each: (device, op, ``group_size=N``, hint, implementation)."""
+    return sorted({(c["device"], c["op_type"], f"group_size={c['group_size']}", c["communication_hint"],
+                    c["implementation"]) for c in trace.meta["reductions"][0]["collectives"]})
