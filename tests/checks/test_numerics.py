@@ -204,3 +204,14 @@ def test_loss_scaling_warns_only_on_steps_where_fewer_elements_arrived(tf, mirro
              for b in mirrored.experimental_distribute_dataset(ds)]
     f = vizdist.diagnose(t)
     assert f[f.code == "loss-scaling"]["step"].tolist() == [s for s, n in enumerate(plain) if n < 4]
+
+
+def test_filtering_out_readings_that_are_not_positive_before_the_log_leaves_only_finite_values(tf):
+    """Notebook 07 cell 15's fix: filter(lambda r: r > 0) before map(tf.math.log) drops the readings whose
+    log is -inf (0.0) or NaN (a negative), and keeps every other."""
+    readings = [2.0, 0.0, 3.0, -1.0, 0.5]
+    plain = list(tf.data.Dataset.from_tensor_slices(readings).map(tf.math.log).as_numpy_iterator())
+    fixed = list(tf.data.Dataset.from_tensor_slices(readings).filter(lambda r: r > 0).map(tf.math.log)
+                 .as_numpy_iterator())
+    assert not np.isfinite(plain).all()
+    assert np.isfinite(fixed).all() and len(fixed) == sum(r > 0 for r in readings)

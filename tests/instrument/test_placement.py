@@ -207,7 +207,7 @@ def test_health_modes_say_they_skip_non_float_graph_ops(tf, mirrored):
     curt = vizdist.trace_distribution(mirrored, _dataset(tf), step_fn=int_step, placement=True)
     every = vizdist.trace_distribution(mirrored, _dataset(tf), step_fn=int_step, placement="NO_TENSOR")
     assert not _ops(curt, "step", "Mul") and len(_ops(every, "step", "Mul")) == 4
-    assert any("only the graph ops whose outputs are floating point" in n for n in curt.meta["placement"]["notes"])
+    assert any("only of graph ops whose outputs are floating point" in n for n in curt.meta["placement"]["notes"])
     assert not every.meta["placement"]["notes"]
     assert "placement-note" in vizdist.diagnose(curt)["code"].tolist()
 

@@ -266,7 +266,7 @@ def test_file_with_one_file_run_anyway_fails_bounded_with_real_errors(tmp_path: 
     assert "Could not apply FILE based sharding" in " ".join(errs.values())
     assert len(errs) == 2  # the other worker does not hang: it fails too, in its collective
     # TF's shard op (require_non_empty, added by auto-shard; shard_dataset_op.cc) raises on a worker that
-    # read its file and finds too few left for the others; worker 1, past the last file, sees its data end
+    # takes its file's name and finds too few left for the others; worker 1, past the last file, sees its data end
     assert sorted(w for w, e in errs.items() if "Could not apply FILE based sharding" in e) == ["worker-0"]
     codes = diagnose(cmp.traces["FILE"])
     assert codes.query("code == 'worker-starved'").iloc[0]["workers"] == [1]
@@ -360,3 +360,20 @@ def test_data_sharding_gives_a_worker_only_empty_pieces_when_the_global_batch_is
     assert len(starved) == 1 and starved.iloc[0]["workers"] == empty
     assert starved.iloc[0]["severity"] == "warning"  # they ran every step: nothing stalls, nothing failed
     assert "legacy rebatch cuts every global batch into one piece per replica" in starved.iloc[0]["message"]
+
+
+def test_file_sharding_with_too_few_files_raises_before_any_line_is_read(tf, tmp_path: Path) -> None:
+    """shard_dataset_op.cc (GetNextInternal): the shard FILE sharding adds (require_non_empty) takes the first
+    file name, checks with Skip that the other shards have a file, and raises before returning the name: the
+    worker that has the file reads none of its lines. Plain TF, worker 0 of 2, in this process."""
+    from tensorflow.python.data.experimental.ops.distribute import _AutoShardDataset
+
+    one = write_text_files(tmp_path, n_files=1, lines_per_file=8)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.FILE
+    ds = _AutoShardDataset(tf.data.TextLineDataset(one).with_options(options), num_workers=2, index=0, num_replicas=1)
+    lines = []
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Could not apply FILE based sharding"):
+        for line in ds:
+            lines.append(line)
+    assert lines == []

@@ -224,6 +224,25 @@ def test_per_replica_buffer_size_is_the_measured_buffer_limit(tf, mirrored):
     assert front["buffered"].max() <= 3
 
 
+def test_the_per_replica_buffer_size_also_sizes_a_host_side_buffer_per_replica(tf, mirrored, monkeypatch):
+    """input_lib.py (_create_owned_multi_device_iterator) passes experimental_per_replica_buffer_size to the
+    MultiDeviceIterator as both max_buffer_size (its host-side buffer per device) and prefetch_buffer_size
+    (the prefetch on each device): notebook 05 cell 21."""
+    from tensorflow.python.data.ops import multi_device_iterator_ops as mdi
+
+    seen = []
+    init = mdi.OwnedMultiDeviceIterator.__init__
+
+    def spy(self, *args, **kwargs):
+        seen.append((kwargs.get("max_buffer_size"), kwargs.get("prefetch_buffer_size")))
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(mdi.OwnedMultiDeviceIterator, "__init__", spy)
+    opts = tf.distribute.InputOptions(experimental_per_replica_buffer_size=3)
+    next(iter(mirrored.experimental_distribute_dataset(tf.data.Dataset.range(8).batch(4), opts)))
+    assert seen == [(3, 3)]
+
+
 def test_timing_off_records_no_events(tf, mirrored):
     t = vizdist.trace_distribution(mirrored, tf.data.Dataset.range(8).batch(4))
     assert t.events.empty and "timing" not in t.meta

@@ -356,9 +356,10 @@ class PlacementRecorder:
         ops = self.ops()
         notes = list(self.notes)
         if self.mode != "NO_TENSOR":
-            notes.append(f"with {self.mode} TF's debugger records only the graph ops whose outputs are floating point "
-                         "(ops inside functions that make integers, strings or bools are not listed; eager ops all "
-                         "are); record with placement='NO_TENSOR' to list every op, without the NaN/Inf check")
+            notes.append(f"with {self.mode} TF's debugger traces the execution (where it ran, its NaN/Inf health) "
+                         "only of graph ops whose outputs are floating point (ops inside functions that make "
+                         "integers, strings or bools are not listed; eager ops all are); record with "
+                         "placement='NO_TENSOR' to list every op, without the NaN/Inf check")
         out: dict[str, Any] = {
             "mode": self.mode, "source": "tf.debugging.experimental.enable_dump_debug_info + DebugDataReader",
             "ops": ops, "copies": copies(ops, self.batch_devices, host=self.host_device()), "host": self.host_device(),
