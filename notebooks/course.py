@@ -6,7 +6,8 @@ imported here). The exercise checks print ``done: ...`` when the goal is met and
 (what is still wrong) otherwise; ``tests/test_solutions.py`` runs each on the committed start and on
 the model answer, and ``tests/test_course.py`` checks the table helpers against plain TensorFlow runs
 and notebook 05's reports against ``trace.timing`` (``tests/test_course_svc.py``: those of 04 and 06b
-against a real tf.data service's sharding rules and plain TF reductions).
+against a real tf.data service's sharding rules and plain TF reductions; ``tests/test_course_ps.py``:
+those of 06, 08 and 09 against plain TF placements, ``ClusterCoordinator`` runs and TF1 iterators).
 
 Example:
     >>> import vizdist, course
@@ -18,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Mapping
 from pathlib import PurePath
 from typing import Any
@@ -25,8 +27,11 @@ from typing import Any
 import pandas as pd
 
 import vizdist
+from vizdist.render.parameter_server import closure_rows, shard_rows
 
 __all__ = [
+    "arrived_on",
+    "attempt_outcomes",
     "bad_elements",
     "batch_devices",
     "buffer_report",
@@ -35,23 +40,38 @@ __all__ = [
     "check_every_replica_fed",
     "check_fit_feeds_every_replica",
     "check_guess",
+    "check_lost_worker",
     "check_one_arrival_each",
+    "check_placement",
+    "check_ported_split",
     "check_worker_guess",
+    "closures",
     "collectives",
+    "copies",
     "dataset_fn_calls",
     "describe",
     "failed_element",
     "file_readers",
     "finding",
     "findings_at",
+    "lines",
+    "lost_tasks",
     "nonfinite_graph_ops",
+    "op_devices",
     "passes",
+    "put_back",
     "reduction_ops",
+    "results",
     "run_ms",
+    "shard_read_errors",
+    "shards",
     "shards_by_policy",
+    "side_by_side",
     "sizes",
     "sizes_side_by_side",
     "times_seen",
+    "worker_iterators",
+    "worker_reads",
 ]
 
 
@@ -252,3 +272,131 @@ def collectives(trace: vizdist.Trace) -> list[tuple[str, str, str, str, str]]:
     """06b: the collective ops of the first reduction, once each: (device, op, ``group_size=N``, hint, implementation)."""
     return sorted({(c["device"], c["op_type"], f"group_size={c['group_size']}", c["communication_hint"],
                     c["implementation"]) for c in trace.meta["reductions"][0]["collectives"]})
+
+
+# --- placement, parameter servers, TF1 (notebooks 06, 08, 09) ---
+# tests/test_course_ps.py checks each against plain TF (08's on two small LocalCluster runs).
+
+def op_devices(trace: vizdist.Trace, *ops: str) -> pd.DataFrame:
+    """06: where these graph ops ran and how often (TF's debugger, a ``placement=True`` run): stage, op_type, graph, device, count."""
+    rows = [o for o in trace.meta["placement"]["ops"] if o["op_type"] in ops and o["kind"] == "graph"]
+    keys = ["stage", "op_type", "graph", "device"]
+    return pd.DataFrame(rows, columns=[*keys, "count"]).groupby(keys, sort=False)["count"].sum().reset_index()
+
+
+def arrived_on(trace: vizdist.Trace) -> list[str]:
+    """06: the device each replica's batch arrived on, in replica order (TF's debugger, a ``placement=True`` run)."""
+    return list(trace.meta["placement"]["batch_devices"])
+
+
+def copies(trace: vizdist.Trace) -> list[tuple[str, str, str]]:
+    """06: each copy between devices that the placement view draws, as (from, to, why)."""
+    return [(c["src"], c["dst"], c["via"]) for c in trace.meta["placement"]["copies"]]
+
+
+def check_placement(trace: vizdist.Trace, guess: Mapping[str, Any]) -> None:
+    """06: ``guess`` names the device the batch arrives on, the one ``Mul`` runs on and the copy (from, to)."""
+    real = {"batch arrives on": arrived_on(trace)[0], "Mul runs on": op_devices(trace, "Mul")["device"].iloc[0],
+            "copy": copies(trace)[0][:2]}
+    wrong = [key for key in real if guess.get(key) != real[key]]
+    _verdict("your prediction matches the run", [f"look again at {', '.join(wrong)}"] if wrong else [])
+
+
+def closures(trace: vizdist.Trace) -> pd.DataFrame:
+    """08: one row per closure: its worker, status, the elements it read, what ``fetch()`` returned, the workers its attempts ran on."""
+    rows = [{"closure": c["closure"], "worker": c["worker"], "status": c["status"],
+             "elements": trace.ids(step=c["closure"], replica=0), "fetch()": c.get("result"),
+             "ran on": [a["worker"] for a in c.get("attempts", [])]} for c in trace.meta["closures"]]
+    return pd.DataFrame(rows, columns=["closure", "worker", "status", "elements", "fetch()", "ran on"])
+
+
+def worker_reads(trace: vizdist.Trace) -> dict[int, list[int]]:
+    """08: worker -> the first element of each closure it ran, in closure order."""
+    e = trace.elements
+    return {int(w): [trace.ids(step=int(s), replica=0)[0] for s in sorted(set(e["step"][e["worker"] == w]))]
+            for w in sorted(set(e["worker"]))}
+
+
+def worker_iterators(trace: vizdist.Trace) -> pd.DataFrame:
+    """08: the iterator ``RemoteValue`` of each worker (``create_per_worker_dataset``): its type and status, by worker."""
+    values = pd.DataFrame(trace.meta["per_worker_values"]["values"], columns=["worker", "type", "status"])
+    return values.set_index("worker")
+
+
+def shards(trace: vizdist.Trace) -> pd.DataFrame:
+    """08: one row per variable shard: variable, shard, shape, rows, bytes, device, updates (-1: not readable)."""
+    return pd.DataFrame(shard_rows(trace))[["variable", "shard", "shape", "rows", "bytes", "device", "updates"]]
+
+
+def shard_read_errors(trace: vizdist.Trace) -> dict[int, set[str]]:
+    """08: ps task -> the error types that reading its shards back raised (tasks read back fine are absent)."""
+    out: dict[int, set[str]] = {}
+    for r in shard_rows(trace):
+        if r.get("read_error"):
+            out.setdefault(int(r["task"]), set()).add(str(r["read_error"]).split(":")[0])
+    return out
+
+
+def lost_tasks(trace: vizdist.Trace) -> list[str]:
+    """08: the cluster tasks lost during the run (``worker-1``, ``ps-1``), in the order they were stopped."""
+    return [str(t["task"]) for t in trace.meta.get("lost_tasks") or []]
+
+
+def attempt_outcomes(trace: vizdist.Trace) -> Counter[str]:
+    """08: how many closure attempts ended each way (done, rescheduled, retried, failed, cancelled)."""
+    return Counter(r["outcome"] for r in closure_rows(trace))
+
+
+def put_back(trace: vizdist.Trace) -> pd.DataFrame:
+    """08: one row per attempt TF put back after its worker failed: the closure, the workers all its attempts ran on, the error."""
+    rows = [{"closure": c["closure"], "ran on": tuple(a["worker"] for a in c["attempts"]),
+             "error": str(a.get("error", "")).split(":")[0]}
+            for c in trace.meta["closures"] for a in c.get("attempts", []) if a["outcome"] == "rescheduled"]
+    return pd.DataFrame(rows, columns=["closure", "ran on", "error"])
+
+
+def check_lost_worker(trace: vizdist.Trace, *, worker: int, after: int, steps: int) -> None:
+    """08: ``worker`` was lost after ``after`` closures, all ``steps`` closures finished and the other worker ran the rest."""
+    m, lost, want = trace.meta, lost_tasks(trace), f"worker-{worker}"
+    other = next(w for w in range(m["num_workers"]) if w != worker)
+    problems = [] if lost == [want] else [f"this run lost {lost or 'no task'}, not {want}"]
+    problems += [] if m["steps_scheduled"] == steps else [f"it scheduled {m['steps_scheduled']} closures, not {steps}"]
+    problems += [] if m["steps_run"] == m["steps_scheduled"] else [f"{m['steps_run']} of {m['steps_scheduled']} finished"]
+    if not problems:  # what fetch() returned: the worker that ran each closure, as TF reported it
+        table = closures(trace)
+        late = [int(c) for c, got in zip(table["closure"], table["fetch()"], strict=True) if c >= after and got != other]
+        problems += [f"worker {worker} still ran closure(s) {late}: lose it after {after} closures"] if late else []
+    moved = sorted({int(c) for c in put_back(trace)["closure"]})
+    _verdict(f"worker {worker} was lost after {after} closures and all {steps} finished; fetch() names worker {other} "
+             f"for closures {after}-{steps - 1}" + (f"; TF put back closure(s) {moved}, which worker {worker}'s thread "
+                                                   f"had taken, and worker {other} re-ran them" if moved else ""),
+             problems)
+
+
+def lines(trace: vizdist.Trace) -> pd.DataFrame:
+    """09: the lines each replica got, steps down and replicas across, named by file and line (b3: b.txt, line 3)."""
+    e = trace.elements.sort_values(["step", "replica", "position"], kind="stable")
+    name = e["source_file"].astype(str).map(lambda f: PurePath(f).stem) + e["source_line"].astype(str)
+    got = name.groupby([e["step"], e["replica"]]).agg(list)
+    return pd.DataFrame([[got.get((s, r), []) for r in trace.replicas] for s in trace.steps],
+                        index=pd.Index(trace.steps, name="step"), columns=pd.Index(trace.replicas, name="replica"))
+
+
+def results(trace: vizdist.Trace) -> pd.DataFrame:
+    """09: what ``step_fn`` returned on each replica at each step (JSON text, as the trace keeps it): steps down, replicas across."""
+    return trace.batches.pivot(index="step", columns="replica", values="result")
+
+
+def side_by_side(tables: Mapping[str, pd.DataFrame], *, missing: Any = None) -> pd.DataFrame:
+    """09: steps x replicas tables in one, a block of columns per table (the mapping's keys); ``missing`` fills absent steps."""
+    joined = pd.concat(dict(tables), axis=1)
+    return joined if missing is None else joined.fillna(missing)
+
+
+def check_ported_split(ported: vizdist.Trace, tf1: vizdist.Trace) -> None:
+    """09: ``ported`` gives every replica the elements that the TF1 run ``tf1`` gave it, at the same steps."""
+    want, got = tf1.split(), ported.split()
+    problems = [f"step {s}, replica {r}: TF1 gives {want.loc[s, r]}, TF2 gives {got.loc[s, r] if s in got.index else 'no step'}"
+                for s in want.index for r in want.columns if s not in got.index or got.loc[s, r] != want.loc[s, r]][:3]
+    problems += [f"TF2 runs {len(got)} steps, TF1 {len(want)}"] if len(got) != len(want) else []
+    _verdict("TF2 splits exactly like TF1's make_input_fn_iterator", problems)
