@@ -154,7 +154,8 @@ def numerics_error(trace: Trace) -> Iterator[Finding]:
     devices = sorted({o["device"] for o in ops if node and o.get("op_name", "").endswith(node) and o.get("device")})
     where = f" The failing op is '{node}'" + (f" on {', '.join(devices)}" if devices else "") + "." if node else ""
     m = re.match(r"replica_(\d+)/", node)
-    failing = int(m.group(1)) if m else None  # MirroredStrategy names replica r's ops "replica_r/..."
+    failing = int(m.group(1)) if m else None  # "replica_r/..." for r > 0 (mirrored_run.py); replica 0's ops,
+    # like the input pipeline's, carry no prefix, so no replica is named from them
     if failed.get("arrived") and failing is not None:
         hit = [r for r in failed.get("replicas", []) if int(r.get("replica", -1)) == failing]
         if hit:

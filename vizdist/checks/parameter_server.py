@@ -6,9 +6,9 @@ TF 2.21, and in its ``cluster_coordinator.py``):
 * a lost **worker**: the closure it was running (or took next) fails with an
   ``UnavailableError``; TF puts it back in the queue and another worker runs it.
   Nothing is raised; the run finishes on the workers that are left.
-* a lost **ps**: after a few failures TF takes as transient
-  (``TF_COORDINATOR_IGNORE_TRANSIENT_PS_FAILURES``, default 3, put back and
-  retried), closures that touch its variables fail with ``UnavailableError``,
+* a lost **ps**: after the failures TF takes as transient (the first K - 1
+  reported for a ps, K = ``TF_COORDINATOR_IGNORE_TRANSIENT_PS_FAILURES``,
+  default 3; put back and retried), closures that touch its variables fail with ``UnavailableError``,
   ``join()`` raises it and the closures not yet run are cancelled. TF's
   documented recovery is to restart the ps *and* the coordinator and restore a
   checkpoint.
@@ -118,8 +118,9 @@ def ps_ps_lost(trace: Trace) -> Iterator[Finding]:
         errors = [str(e) for e in meta.get("errors") or []] if isinstance(meta.get("errors"), list) else []
         if failed or errors:
             first = errors[0].split(":")[0] if errors else "an error"
-            retry = (f"after putting back {retried} attempt(s) it took for transient failures "
-                     "(TF_COORDINATOR_IGNORE_TRANSIENT_PS_FAILURES, default 3), " if retried else "")
+            retry = (f"after putting back {retried} attempt(s) it took for transient failures (the first K - 1 "
+                     "reported for a ps; K = TF_COORDINATOR_IGNORE_TRANSIENT_PS_FAILURES, default 3), "
+                     if retried else "")
             msg = (f"ps {p} was lost ({how}). TF does not reschedule around a lost parameter server: {retry}"
                    f"closures failed with UnavailableError naming /job:ps/replica:0/task:{p}, join() raised "
                    f"{first} and the rest "
