@@ -274,7 +274,7 @@ def test_stopped_worker_is_reported_not_hung(tf, tmp_path, fault_tolerant):
     assert sorted(e[e["worker"] == 0]["source_id"]) == list(range(200))
     got_1 = set(e[e["worker"] == 1]["source_id"])
     assert len(got_1) < 200
-    assert "stall" in t.meta  # the dead worker's task never ends: next() would block forever
+    assert "stall" in t.meta  # the dead worker's task never ends: next() would keep waiting
     d = vizdist.diagnose(t)
     lost = d[d["code"] == "service-lost-elements"]
     assert len(lost) == 1 and lost.iloc[0]["workers"] == [1]

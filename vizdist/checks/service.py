@@ -303,12 +303,13 @@ def service_stall(trace: Trace) -> Iterator[Finding]:
         return
     stopped = _stopped(meta)
     why = (f"worker {', '.join(map(str, stopped))} had stopped; the client keeps waiting for the tasks of "
-           "that worker to come back" if stopped else "no worker sent an element")
+           "that worker to come back (the dispatcher never ends a stopped worker's task)" if stopped
+           else "no worker sent an element")
     yield Finding(
         "service-stall", "error",
         f"Consumer {', '.join(map(str, stall['consumers']))} waited {stall['after_s']} s for the next element "
-        f"and got none, after {stall['elements_received']} elements in all: {why}. A plain next() would "
-        "block forever here (TensorFlow sets no deadline). Fix: restart the stopped worker at the same address "
+        f"and got none, after {stall['elements_received']} elements in all: {why}. Without vizdist's "
+        "watchdog a plain next() keeps waiting. Fix: restart the stopped worker at the same address "
         f"({_restart(meta)}), or put a deadline on your input loop (vizdist stopped waiting and kept what had "
         "arrived).",
         workers=stopped,
