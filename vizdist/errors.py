@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import traceback
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # trace.py imports this module: the name is for the type checker only
-    from vizdist.trace import Trace
 
 
 class TracingError(RuntimeError):
@@ -15,9 +11,9 @@ class TracingError(RuntimeError):
     ``partial_trace`` holds what was recorded before the failure, if anything.
     """
 
-    def __init__(self, message: str, *, partial_trace: Trace | None = None) -> None:
+    def __init__(self, message: str, *, partial_trace: object | None = None) -> None:
         super().__init__(message)
-        self.partial_trace: Trace | None = partial_trace
+        self.partial_trace = partial_trace
 
 
 class IsolationError(RuntimeError):
