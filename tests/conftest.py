@@ -7,7 +7,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
@@ -44,3 +46,13 @@ def tf(devices):
 @pytest.fixture(scope="session")
 def mirrored(tf):
     return tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(N_DEVICES)])
+
+
+@pytest.fixture(scope="module")
+def course():
+    """``notebooks/course.py``, the course's helpers, loaded as the notebooks import it (``import course``)."""
+    path = Path(__file__).resolve().parents[1] / "notebooks" / "course.py"
+    spec = importlib.util.spec_from_file_location("course", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import doctest
-import importlib.util
 import io
 import math
 from pathlib import Path
@@ -21,14 +20,6 @@ import pytest
 import vizdist
 
 PATH = Path(__file__).resolve().parents[1] / "notebooks" / "course.py"
-
-
-@pytest.fixture(scope="module")
-def course():
-    spec = importlib.util.spec_from_file_location("course", PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _local(strategy, dataset):

@@ -16,7 +16,6 @@ Each helper runs on a real trace and is compared with the same fact read from pl
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import json
 import threading
@@ -31,16 +30,6 @@ from tests.instrument.test_parameter_server import _dataset_fn, _paced_dataset_f
 from vizdist.instrument.processes.cluster import LocalCluster
 from vizdist.instrument.strategies.parameter_server import record_parameter_server
 from vizdist.trace import Trace
-
-PATH = Path(__file__).resolve().parents[1] / "notebooks" / "course.py"
-
-
-@pytest.fixture(scope="module")
-def course():
-    spec = importlib.util.spec_from_file_location("course", PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _prints(fn, *args, start: str, **kwargs) -> None:

@@ -12,23 +12,12 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import importlib.util
 import io
 from pathlib import Path
 
 import pytest
 
 import vizdist
-
-PATH = Path(__file__).resolve().parents[1] / "notebooks" / "course.py"
-
-
-@pytest.fixture(scope="module")
-def course():
-    spec = importlib.util.spec_from_file_location("course", PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
