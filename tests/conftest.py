@@ -56,3 +56,13 @@ def course():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="module")
+def step(tf):
+    """A small float step (``reduce_sum(x * 2.0)``) in a ``tf.function``, for tests that need any step."""
+    @tf.function
+    def step(x):
+        return tf.reduce_sum(x * 2.0)
+
+    return step

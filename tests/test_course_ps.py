@@ -27,6 +27,7 @@ import pytest
 
 import vizdist
 from tests.instrument.test_parameter_server import _dataset_fn, _paced_dataset_fn, _plain_shards
+from tests.instrument.test_placement import _dataset
 from vizdist.instrument.processes.cluster import LocalCluster
 from vizdist.instrument.strategies.parameter_server import record_parameter_server
 from vizdist.trace import Trace
@@ -45,19 +46,6 @@ def _short(device: str) -> str:
 
 
 # --- 06: placement ---------------------------------------------------------------------------------
-
-def _dataset(tf):
-    return tf.data.Dataset.range(16).map(lambda x: tf.cast(x, tf.float32) / 2.0).batch(8)
-
-
-@pytest.fixture(scope="module")
-def step(tf):
-    @tf.function
-    def step(x):
-        return tf.reduce_sum(x * 2.0)
-
-    return step
-
 
 @pytest.mark.parametrize("fetch", [True, False], ids=["fetch_to_device", "batches_on_the_host"])
 def test_op_devices_arrivals_and_copies_are_where_plain_tf_puts_them(course, tf, mirrored, step, fetch):

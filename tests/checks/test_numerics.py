@@ -13,15 +13,6 @@ def _plain_nonfinite_ids(tf, ds):
     return [i for i, x in enumerate(ds.unbatch().as_numpy_iterator()) if not np.all(np.isfinite(x))]
 
 
-@pytest.fixture(scope="module")
-def step(tf):
-    @tf.function
-    def step(x):
-        return tf.reduce_sum(x * 2.0)
-
-    return step
-
-
 def test_inf_from_one_source_element_is_named(tf, mirrored, step):
     ds = tf.data.Dataset.range(16).map(lambda x: 1.0 / tf.cast(x - 5, tf.float32)).batch(8)
     t = vizdist.trace_distribution(mirrored, ds, step_fn=step, placement=True)

@@ -25,15 +25,6 @@ def _dataset(tf):
     return tf.data.Dataset.range(16).map(lambda x: tf.cast(x, tf.float32) / 2.0).batch(8)
 
 
-@pytest.fixture(scope="module")
-def step(tf):
-    @tf.function
-    def step(x):
-        return tf.reduce_sum(x * 2.0)
-
-    return step
-
-
 def test_zero_cost_when_not_asked(tf, mirrored):
     t = vizdist.trace_distribution(mirrored, _dataset(tf))
     assert "placement" not in t.meta
