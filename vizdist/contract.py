@@ -174,6 +174,9 @@ Placement keys (``distribution`` / ``multi_worker``; written only when asked,
   ``dataset``, ``phase``, ``epoch``, ``steps`` and ``first_step`` (the block's step number of its
   first step). Its tables carry ``dataset``, ``phase``, ``epoch`` and ``epoch_step`` columns
   (``vizdist.analysis.passes`` reads one pass at a time, each with ``phase`` (str) in its meta).
+  ``epoch`` is the user's: Keras's epoch number for ``train`` and ``validation``, each dataset's own
+  pass count in a ``loop``, the pass count of its phase otherwise. ``not_recorded`` (list of str):
+  what the block read but could not record, and why (the ``not-recorded`` finding).
 - ``distributed_values`` (list of :class:`DistributedValuesMeta`):
   :func:`vizdist.trace_values` (and ``trace_distribution`` given a
   ``DistributedValues``): each component's ``replica``, ``device``, ``value``.
@@ -612,6 +615,7 @@ class _DistributionKeys(TypedDict, total=False):
     services: list[ServiceRead]
     datasets: list[dict[str, Any]]
     passes: list[dict[str, Any]]
+    not_recorded: list[str]
     phases: list[str]
     phase: str
     tpu: TPUMeta

@@ -81,8 +81,11 @@ from vizdist.instrument.service import own as service_own
 from vizdist.instrument.service import registry as service_registry
 
 # decode_tags, keyed, untag, values_are_ids and the layout's constants live in .codes (the read side)
-__all__ = ["Tagged", "Untaggable", "cardinality", "tag_dataset"]
+__all__ = ["ROW_BITS", "Tagged", "Untaggable", "cardinality", "tag_batch_rows", "tag_dataset"]
 
+#: Bits of a tag that tell the rows of one source element apart when that element is a batch
+#: (:func:`tag_batch_rows`; decoded as ``source_line``).
+ROW_BITS = 24
 #: Up to this many files, a file's index is found by comparing names (files^2 comparisons in all).
 SCAN_FILES = 1024
 MAX_SOURCES = 127
@@ -814,3 +817,35 @@ def tag_dataset(dataset: tf.data.Dataset) -> Tagged:
     return Tagged(dataset=tagged, info=info)
 
 
+
+
+def tag_batch_rows(tagged: Tagged) -> Tagged | None:
+    """Where each tagged element is a whole batch (one tag, values with a batch dimension: a generator of
+    batches, as Keras makes of a Python generator), give each row a tag of its own: the element's tag plus
+    the row's place in it (``source_line``), so a strategy splitting the batch splits the tags with it.
+    None when the values have no batch dimension to split.
+
+    Example:
+        >>> import tensorflow as tf                                                       # doctest: +SKIP
+        >>> gen = tf.data.Dataset.from_generator(lambda: iter([[1, 2], [3, 4]]), output_signature=
+        ...     tf.TensorSpec([None], tf.int64))                                          # doctest: +SKIP
+        >>> rows = tag_batch_rows(tag_dataset(gen))                                       # doctest: +SKIP
+        >>> [t.numpy().tolist() for t, _ in rows.dataset]                                 # doctest: +SKIP
+        [[0, 16777216], [1, 16777217]]
+    """
+    leaves = [s for s in tf.nest.flatten(tagged.dataset.element_spec[1]) if hasattr(s, "shape")]
+    if not leaves or any(spec.shape.rank in (None, 0) for spec in leaves):
+        return None
+    sources = tagged.info.get("sources", [])
+    shift = max((_used_bits(src) for src in sources), default=0)
+    if shift + ROW_BITS > SOURCE_SHIFT or any(src.get("parts") for src in sources):
+        return None
+    info = dict(tagged.info, sources=[dict(src, parts={"shift": shift, "bits": ROW_BITS}) for src in sources])
+    info["provenance_notes"] = [*info.get("provenance_notes", []),
+                                "each source element is a batch: its rows are told apart in source_line"]
+
+    def rows(tag: tf.Tensor, value: Any) -> Any:
+        n = tf.shape(tf.nest.flatten(value)[0], out_type=tf.int64)[0]
+        return tag + tf.bitwise.left_shift(tf.range(n, dtype=tf.int64), shift), value
+
+    return Tagged(dataset=tagged.dataset.map(rows), info=info)
