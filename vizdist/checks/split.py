@@ -304,7 +304,14 @@ def _duplicate_cause(meta: TraceMeta) -> str:
     """Why elements came twice, from what the trace knows of its input: a dataset_fn that ignores its
     InputContext, readers of the tf.data service with a job each, or the pipeline itself."""
     contexts = meta.get("input_contexts") or []
-    if meta.get("api") in _PER_PIPELINE and len(contexts) > 1:
+    if meta.get("api") in _PER_PIPELINE and len(contexts) > 1 and _shuffled_apart(meta):
+        return (
+            f"dataset_fn was called for {len(contexts)} input pipelines, and each shuffles before shard() with "
+            "its own random seed, so each pipeline shards a different order and their shards overlap (and miss "
+            "elements). Fix: give the shuffle a seed (shuffle(n, seed=...), the same in every pipeline), or "
+            "shard before shuffling."
+        )
+    if meta.get("api") in _PER_PIPELINE and len(contexts) > 1 and not _sharded(meta):
         return (
             f"dataset_fn was called for {len(contexts)} input pipelines but builds the same data in each "
             "(it ignores its InputContext), so every pipeline reads every element. Fix: in dataset_fn, add "
@@ -321,6 +328,26 @@ def _duplicate_cause(meta: TraceMeta) -> str:
     )
 
 
+def _sharded(meta: TraceMeta) -> bool:
+    """Whether the pipelines a dataset_fn built shard their data (a shard other than shard(1, 0))."""
+    return bool((meta.get("pipeline_flags") or {}).get("shard"))
+
+
+def _shuffled_apart(meta: TraceMeta) -> bool:
+    """Whether each pipeline of a dataset_fn shuffles before it shards, with seeds that differ between them
+    (or none: TF then draws a seed per pipeline at run time, ``random_seed.get_seed``)."""
+    pipelines = meta.get("pipelines") or []
+    seeds = meta.get("pipeline_shuffle_seeds") or []
+    first = pipelines[0] if pipelines else []
+    ops = [str(op) for op in first or []]
+    shuffle = next((i for i, op in enumerate(ops) if op.startswith("shuffle(")), None)
+    shard = next((i for i, op in enumerate(ops) if op.startswith("shard(")), None)
+    if shuffle is None or shard is None or shuffle > shard or not _sharded(meta):
+        return False
+    firsts = [tuple(s[0]) for s in seeds if s]
+    return bool((meta.get("pipeline_flags") or {}).get("shuffle_unseeded")) or len(set(firsts)) > 1
+
+
 def _universe(source: dict[str, Any]) -> set[int] | None:
     card = source.get("cardinality")
     if source.get("id_is") == "value" and source.get("kind") == "range":
@@ -332,12 +359,36 @@ def _universe(source: dict[str, Any]) -> set[int] | None:
     return None
 
 
+def _part_read(trace: Trace) -> tuple[int, int] | None:
+    """One epoch of a ``record()`` trace that read only part of the data: (steps it read, steps the data
+    holds); None where it read all of it, or where that is not known."""
+    full = trace.meta.get("steps_per_pass")
+    if "phase" not in trace.meta or not isinstance(full, int) or trace.batches.empty:
+        return None
+    n = int(trace.batches["step"].nunique())
+    return (n, full) if n < full else None
+
+
+@check
+def partial_read(trace: Trace) -> Iterator[Finding]:
+    """An epoch read fewer steps than the data holds: the code asked for fewer (not missing data)."""
+    part = _part_read(trace)
+    if part is not None:
+        yield Finding(
+            "partial-read", "info",
+            f"This epoch read {part[0]} of the {part[1]} steps one pass of the data holds: your code stopped "
+            "reading (steps_per_epoch, evaluate/predict(steps=...), a loop that stops early). The elements it "
+            "did not read are not missing; a later epoch may read them.")
+
+
 @check
 def missing_elements(trace: Trace) -> Iterator[Finding]:
     meta = trace.meta
     flags: dict[str, Any] = meta.get("pipeline_flags") or {}
     if meta.get("provenance") != "tagged" or meta.get("stopped") not in (None, "end_of_data"):
         return
+    if ("phase" in meta and not isinstance(meta.get("steps_per_pass"), int)) or _part_read(trace) is not None:
+        return  # a record() epoch: elements are missing only from a pass known to have read all the data
     if any(flags.get(k) for k in ("filter", "take", "skip", "opaque")):
         return
     every_pipeline = _every_pipeline(meta)

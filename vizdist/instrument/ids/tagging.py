@@ -318,6 +318,7 @@ class Builder:
         self.ambiguities: list[str] = []
         self.positional: list[str] = []
         self.services: list[dict[str, Any]] = []
+        self.shuffle_seeds: list[list[Any]] = []  # each shuffle's (seed, seed2), source first
         self._orders: dict[int, dict[str, Any]] = {}  # id of a flat_map/interleave -> its order
         self.flags: dict[str, Any] = {
             "global_batch_size": None, "drop_remainder": None, "batched": False,
@@ -582,6 +583,7 @@ class Builder:
         # random_seed.py, get_seed: "the C++ ops interpret it as nondeterminism"): each process its own order.
         if const_value(ds._seed) == 0 and const_value(ds._seed2) == 0:
             self.flags["shuffle_unseeded"] = True
+        self.shuffle_seeds.append([const_value(ds._seed), const_value(ds._seed2)])
         shuffled = random_state.shared_shuffle(t, ds)  # the user's seeds and reshuffle sequence
         if shuffled is None:
             raise Untaggable("a shuffle whose reshuffle sequence vizdist cannot share with its copy (TF made "
@@ -811,7 +813,8 @@ def tag_dataset(dataset: tf.data.Dataset) -> Tagged:
     notes = [f"{op}: ids number its output elements (their position), not the source elements that made them"
              for op in b.positional] + b.ambiguities
     provenance = "positional" if b.positional else "ambiguous" if b.ambiguities else "tagged"
-    info = {"provenance": provenance, "provenance_notes": notes, "sources": b.sources, "pipeline": b.ops, **b.flags}
+    info = {"provenance": provenance, "provenance_notes": notes, "sources": b.sources, "pipeline": b.ops, **b.flags,
+            "shuffle_seeds": b.shuffle_seeds}
     if b.services:
         info["services"] = b.services
     return Tagged(dataset=tagged, info=info)
@@ -837,15 +840,21 @@ def tag_batch_rows(tagged: Tagged) -> Tagged | None:
     if not leaves or any(spec.shape.rank in (None, 0) for spec in leaves):
         return None
     sources = tagged.info.get("sources", [])
-    shift = max((_used_bits(src) for src in sources), default=0)
-    if shift + ROW_BITS > SOURCE_SHIFT or any(src.get("parts") for src in sources):
+    if any(src.get("parts") or src.get("epochs") for src in sources):
         return None
-    info = dict(tagged.info, sources=[dict(src, parts={"shift": shift, "bits": ROW_BITS}) for src in sources])
-    info["provenance_notes"] = [*info.get("provenance_notes", []),
-                                "each source element is a batch: its rows are told apart in source_line"]
+    # An element count with no known end (an endless generator) keeps the low bits below the rows' field.
+    shift = min(max((_used_bits(src) for src in sources), default=0), SOURCE_SHIFT - ROW_BITS)
+    notes = ["each source element is a batch: its rows are told apart in source_line"]
+    if any(src.get("id_bits", SOURCE_SHIFT) > shift for src in sources):
+        notes.append(f"element numbers are counted modulo 2^{shift}")
+    info = dict(tagged.info, sources=[dict(src, id_bits=min(src.get("id_bits", SOURCE_SHIFT), shift),
+                                           parts={"shift": shift, "bits": ROW_BITS}) for src in sources])
+    info["provenance_notes"] = [*info.get("provenance_notes", []), *notes]
+    keep = (((1 << 7) - 1) << SOURCE_SHIFT) | ((1 << shift) - 1)  # the source (< 128) and the element number
 
     def rows(tag: tf.Tensor, value: Any) -> Any:
         n = tf.shape(tf.nest.flatten(value)[0], out_type=tf.int64)[0]
-        return tag + tf.bitwise.left_shift(tf.range(n, dtype=tf.int64), shift), value
+        row = tf.bitwise.left_shift(tf.range(n, dtype=tf.int64), shift)
+        return tf.bitwise.bitwise_and(tag, keep) + row, value
 
     return Tagged(dataset=tagged.dataset.map(rows), info=info)

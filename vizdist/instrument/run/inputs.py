@@ -226,6 +226,7 @@ class TaggingFn:
         per_pipeline = info.get("global_batch_size")
         meta = {"per_replica_batch_size": per_pipeline, "input_contexts": self.contexts,
                 "pipelines": [i.get("pipeline") for i in self.infos],
+                "pipeline_shuffle_seeds": [i.get("shuffle_seeds", []) for i in self.infos],
                 "element_spec": str(self.specs[0] if self.specs else None),
                 "global_batch_size": per_pipeline * strategy.num_replicas_in_sync if per_pipeline else None}
         cards = self.cards

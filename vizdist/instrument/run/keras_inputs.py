@@ -13,7 +13,10 @@ of the batches) changes:
   (``array_slicing.train_validation_split``), and the validation part starts where the training part ends.
 * **PyDataset / Sequence** (also with ``workers``): each batch ``py_dataset[i]`` carries ``i``; a row's id
   is the batch number, and its row in that batch is ``source_line``.
-* **generators**: their output has no identity; the tagger numbers it by position (labelled).
+* **generators**: their batches have no identity of their own; each is numbered by its place in what the
+  user's generator yielded (``source_id``; its rows in ``source_line``), labelled as such. Keras peeks at
+  the first batches to learn their shapes and yields those again at the start of every pass
+  (``peek_and_restore`` in ``generator_data_adapter.py``): they keep their numbers.
 
 Keras's epoch number comes from ``fit``'s callbacks (``CallbackList.on_epoch_begin``).
 
@@ -48,6 +51,8 @@ KERAS_NAMES = (
     ("keras.src.trainers.data_adapters.array_data_adapter", "ArrayDataAdapter.get_tf_dataset"),
     ("keras.src.trainers.data_adapters.py_dataset_adapter", "PyDatasetAdapter.get_tf_dataset"),
     ("keras.src.trainers.data_adapters.py_dataset_adapter", "PyDatasetAdapter._standardize_batch"),
+    ("keras.src.trainers.data_adapters.generator_data_adapter", "GeneratorDataAdapter.get_tf_dataset"),
+    ("keras.src.trainers.data_adapters.data_adapter_utils", "get_tensor_spec"),
 )
 
 #: Bits of a PyDataset tag that hold the row within its batch (``source_line``).
@@ -131,6 +136,7 @@ class KerasHooks:
             "train_validation_split": self._train_validation_split,
             "ArrayDataAdapter.get_tf_dataset": self._arrays,
             "PyDatasetAdapter.get_tf_dataset": self._py_dataset,
+            "GeneratorDataAdapter.get_tf_dataset": self._generator,
         }
         for module, path in KERAS_NAMES:
             if path not in wrappers:
@@ -226,6 +232,56 @@ class KerasHooks:
         return get_tf_dataset
 
 
+    # -- generators ------------------------------------------------------------------------------------
+    def _generator(self, original: Any) -> Any:
+        hooks = self
+
+        def get_tf_dataset(adapter: Any) -> Any:
+            if not hooks.recording.owns_thread():
+                return original(adapter)
+            _number_batches(adapter)
+            return _mark(original(adapter), _generator_info())
+
+        return get_tf_dataset
+
+
+def _rows_tag(index: int, batch: Any, bits: int) -> np.ndarray:
+    """One tag per row of ``batch``: ``index`` (which batch) plus the row's place in it above ``bits``."""
+    first = _first_leaf(batch)
+    n = int(np.shape(first)[0]) if first is not None and np.ndim(first) else 1
+    return np.int64(index) + (np.arange(n, dtype=np.int64) << bits)
+
+
+def _number_batches(adapter: Any) -> None:
+    """Make the generator adapter yield ``{"tag", "value"}``: each batch numbered by its place in what the
+    user's generator yielded (the peeked batches Keras yields again keep their numbers)."""
+    if getattr(adapter, "_vizdist_numbered", False):
+        return
+    from keras.src.trainers.data_adapters import data_adapter_utils
+
+    peeked, chained, bits = len(adapter._first_batches), adapter.generator, SOURCE_SHIFT - ROW_BITS
+    later = iter(range(peeked, 1 << bits))  # the user's generator's own batches, after the peeked ones
+
+    def numbered() -> Any:
+        for k, batch in enumerate(chained()):
+            yield {"tag": _rows_tag(k if k < peeked else next(later), batch, bits), "value": batch}
+
+    spec = adapter._output_signature or data_adapter_utils.get_tensor_spec(adapter._first_batches)
+    adapter._output_signature = {"tag": tf.TensorSpec([None], tf.int64), "value": spec}
+    adapter.generator, adapter._vizdist_numbered = numbered, True
+
+
+def _generator_info() -> dict[str, Any]:
+    bits = SOURCE_SHIFT - ROW_BITS
+    source = {"index": 0, "kind": "generator", "id_is": "index", "label": "Python generator (batches in order)",
+              "cardinality": -1, "id_bits": bits, "parts": {"shift": bits, "bits": ROW_BITS}}
+    note = ("a Python generator's batches have no identity of their own: source_id numbers them in the order "
+            "the generator yielded them, source_line is the row")
+    return {"provenance": "tagged", "provenance_notes": [note], "sources": [source],
+            "pipeline": ["Python generator (Keras)"], "global_batch_size": None, "drop_remainder": False,
+            "batched": True, "keras_input": "generator"}
+
+
 def _array_info(adapter: Any, offset: int, n: int) -> dict[str, Any]:
     """How to read the tags of an array adapter's dataset: the row number, source 0."""
     rows = f"rows {offset}..{offset + n - 1}" if n else "no rows"
@@ -236,7 +292,7 @@ def _array_info(adapter: Any, offset: int, n: int) -> dict[str, Any]:
            f"batch({adapter._batch_size})"]
     return {"provenance": "tagged", "provenance_notes": [], "sources": [source], "pipeline": ops,
             "global_batch_size": int(adapter._batch_size), "drop_remainder": False, "batched": True,
-            "shuffle": bool(shuffle), "keras_input": "arrays"}
+            "shuffle": bool(shuffle), "keras_input": "arrays", "steps_per_pass": int(adapter._size)}
 
 
 def _index_batches(adapter: Any) -> None:
@@ -259,9 +315,7 @@ def _index_batches(adapter: Any) -> None:
         if not isinstance(batch, _Indexed):
             return standardize(adapter, batch)
         value = standardize(adapter, batch.batch)
-        first = _first_leaf(value)
-        rows = np.arange(int(np.shape(first)[0]) if first is not None and np.ndim(first) else 1, dtype=np.int64)
-        return {"tag": np.int64(batch.index) + (rows << bits), "value": value}
+        return {"tag": _rows_tag(batch.index, value, bits), "value": value}
 
     adapter._standardize_batch = standardize_batch
     adapter._vizdist_bits = bits
@@ -279,4 +333,4 @@ def _py_dataset_info(adapter: Any) -> dict[str, Any]:
            *(["shuffle=True (Keras: the order of the batches)"] if shuffle else [])]
     return {"provenance": "tagged", "provenance_notes": [], "sources": [source], "pipeline": ops,
             "global_batch_size": None, "drop_remainder": False, "batched": True, "shuffle": bool(shuffle),
-            "keras_input": "py_dataset"}
+            "keras_input": "py_dataset", "steps_per_pass": n}

@@ -339,7 +339,7 @@ class Recording:
         except Exception as exc:  # the user's run goes on as written, unrecorded; TF's own errors stay TF's
             return self._unrecorded(exc, lambda: original(strategy, dataset, options))
         meta = base_meta(strategy, "experimental_distribute_dataset")
-        meta["options"] = _options(options)
+        meta.update(options=_options(options), steps_per_pass=inp.known_steps)
         sink = self._new_dataset(strategy, inp.info, meta, tagged=inp.tagged, ids_in_values=inp.ids_in_values,
                                  source=id(dataset))
         inp.dist = dist
@@ -360,7 +360,7 @@ class Recording:
         except Exception as exc:
             return self._unrecorded(exc, lambda: original(strategy, dataset, options))
         meta = base_meta(strategy, "experimental_distribute_dataset")
-        meta["options"] = _options(options)
+        meta.update(options=_options(options), steps_per_pass=info.get("steps_per_pass"))
         inp = Input(dist, info, True, None, {"global_batch_size": info.get("global_batch_size"),
                                              "input_contexts": [], "element_spec": str(dataset.element_spec)})
         sink = self._new_dataset(strategy, info, meta, tagged=True, ids_in_values=False, source=id(dataset))
