@@ -328,24 +328,28 @@ def _duplicate_cause(meta: TraceMeta) -> str:
     )
 
 
+def _first_pipeline(meta: TraceMeta) -> list[str]:
+    pipelines = meta.get("pipelines") or [meta.get("pipeline") or []]
+    return [str(op) for op in (pipelines[0] or [])]
+
+
 def _sharded(meta: TraceMeta) -> bool:
     """Whether the pipelines a dataset_fn built shard their data (a shard other than shard(1, 0))."""
-    return bool((meta.get("pipeline_flags") or {}).get("shard"))
+    return bool((meta.get("pipeline_flags") or {}).get("shard")) or any(
+        op.startswith("shard(") and not op.startswith("shard(1, 0)") for op in _first_pipeline(meta))
 
 
 def _shuffled_apart(meta: TraceMeta) -> bool:
     """Whether each pipeline of a dataset_fn shuffles before it shards, with seeds that differ between them
     (or none: TF then draws a seed per pipeline at run time, ``random_seed.get_seed``)."""
-    pipelines = meta.get("pipelines") or []
-    seeds = meta.get("pipeline_shuffle_seeds") or []
-    first = pipelines[0] if pipelines else []
-    ops = [str(op) for op in first or []]
+    ops = _first_pipeline(meta)
     shuffle = next((i for i, op in enumerate(ops) if op.startswith("shuffle(")), None)
-    shard = next((i for i, op in enumerate(ops) if op.startswith("shard(")), None)
-    if shuffle is None or shard is None or shuffle > shard or not _sharded(meta):
+    shard = next((i for i, op in enumerate(ops) if op.startswith("shard(") and not op.startswith("shard(1, 0)")),
+                 None)
+    if shuffle is None or shard is None or shuffle > shard:
         return False
-    firsts = [tuple(s[0]) for s in seeds if s]
-    return bool((meta.get("pipeline_flags") or {}).get("shuffle_unseeded")) or len(set(firsts)) > 1
+    firsts = [tuple(s[0]) for s in meta.get("pipeline_shuffle_seeds") or [] if s]
+    return any(seed == (0, 0) for seed in firsts) or len(set(firsts)) > 1
 
 
 def _universe(source: dict[str, Any]) -> set[int] | None:
