@@ -17,7 +17,7 @@ from vizdist.trace import Trace
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["element_label", "short_device", "split_layout"]
+__all__ = ["element_label", "pass_choices", "short_device", "split_layout", "step_labels"]
 
 
 def short_device(device: str) -> str:
@@ -50,12 +50,73 @@ def element_label(source_id: int, source: int, source_file: str, source_line: in
     return f"s{source}:{source_id}" if multi_source else str(source_id)
 
 
-def split_layout(trace: Trace, *, max_steps: int | None = None) -> dict[str, Any]:
+def step_labels(trace: Trace) -> dict[int, str]:
+    """For a ``vizdist.record()`` trace, each step's place in the user's run: ``"train epoch 1 · 2"`` (phase,
+    the user's epoch, the step within it; ``"build (Keras)"`` for Keras's build read). Empty otherwise.
+
+    Example:
+        >>> t = Trace.from_records(batches=[dict(step=s, replica=0, n_elements=1, phase=p, epoch=0,
+        ...                                      epoch_step=k, dataset=0)
+        ...                                 for s, p, k in [(0, "build", 0), (1, "train", 0), (2, "train", 1)]],
+        ...                        meta={"api": "record"})
+        >>> step_labels(t)
+        {0: 'build (Keras)', 1: 'train epoch 0 · 0', 2: 'train epoch 0 · 1'}
+    """
+    b = trace.batches
+    if trace.meta.get("api") != "record" or not {"phase", "epoch", "epoch_step"} <= set(b.columns) or b.empty:
+        return {}
+    first = b.drop_duplicates("step")
+    out = {}
+    for s, ph, ep, k in zip(first["step"].tolist(), first["phase"].astype(str).tolist(), first["epoch"].tolist(),
+                            first["epoch_step"].tolist(), strict=True):
+        out[int(s)] = "build (Keras)" if ph == "build" else f"{ph} epoch {int(ep)} · {int(k)}"
+    return out
+
+
+def pass_choices(trace: Trace) -> list[tuple[str, list[int]]]:
+    """For a ``vizdist.record()`` trace, each (phase, epoch) in run order with its steps: what a selector
+    offers (``[]`` for any other trace).
+
+    Example:
+        >>> t = Trace.from_records(batches=[dict(step=s, replica=0, n_elements=1, phase="train", epoch=s // 2,
+        ...                                      epoch_step=s % 2, dataset=0) for s in range(4)],
+        ...                        meta={"api": "record"})
+        >>> pass_choices(t)
+        [('train epoch 0', [0, 1]), ('train epoch 1', [2, 3])]
+    """
+    labels = step_labels(trace)
+    out: dict[str, list[int]] = {}
+    for s in sorted(labels):
+        key = labels[s].rsplit(" · ", 1)[0]
+        out.setdefault(key, []).append(s)
+    return list(out.items())
+
+
+def _selected_steps(trace: Trace, phase: str | None, epoch: int | None) -> list[int]:
+    steps = trace.steps
+    if phase is None and epoch is None:
+        return steps
+    b = trace.batches
+    if not {"phase", "epoch"} <= set(b.columns):
+        raise ValueError("phase= and epoch= pick steps of a vizdist.record() trace; this trace has no "
+                         "phase or epoch column (it was not recorded by vizdist.record()).")
+    keep = b[((b["phase"].astype(str) == phase) if phase is not None else True)
+             & ((b["epoch"] == epoch) if epoch is not None else True)]
+    if keep.empty:
+        have = ", ".join(name for name, _ in pass_choices(trace)) or "none"
+        raise ValueError(f"no step of this trace is in phase={phase!r}, epoch={epoch!r}; it has: {have}.")
+    return sorted(int(s) for s in keep["step"].unique())
+
+
+def split_layout(trace: Trace, *, max_steps: int | None = None, phase: str | None = None,
+                 epoch: int | None = None) -> dict[str, Any]:
     """Plain-JSON description of who got what, step by step.
 
     Each replica has its device and its worker (the process it runs in; ``None`` for a tf.data service
     trace, whose replicas are in the consumer); each cell its ids, labels and, for a service trace, the
-    service ``workers`` that made its elements.
+    service ``workers`` that made its elements. For a ``vizdist.record()`` trace each step has a label
+    (``step_labels``: phase, the user's epoch, the step within it), and ``phase=`` / ``epoch=`` keep only
+    the steps of that phase and epoch.
 
     Example:
         >>> t = Trace.from_records(
@@ -68,8 +129,9 @@ def split_layout(trace: Trace, *, max_steps: int | None = None) -> dict[str, Any
     """
     e = trace.elements.sort_values(["step", "replica", "position"], kind="stable")
     b = trace.batches
-    steps = trace.steps
+    steps = _selected_steps(trace, phase, epoch)
     shown = steps if max_steps is None else steps[:max_steps]
+    labels = step_labels(trace)
     replicas = trace.replicas
     device, input_device, worker = _replica_places(b, e)
     # tf.data service traces: each element may come from a different service worker; name it.
@@ -81,8 +143,9 @@ def split_layout(trace: Trace, *, max_steps: int | None = None) -> dict[str, Any
     all_ids = [int(i) for i in e["source_id"].tolist()]
     meta = trace.meta
     return {
-        "title": _title(trace),
+        "title": _title(trace, phase, epoch),
         "steps": shown,
+        "step_labels": [labels.get(s, "") for s in shown],
         "total_steps": len(steps),
         # A service trace's replicas live in the consumer: "worker" there is who made each element (per
         # cell, "workers"), not a property of the replica.
@@ -140,7 +203,7 @@ def _fill_batches(cells: dict[tuple[int, int], dict[str, Any]], b: pd.DataFrame)
             c["empty"] = c["n"] == 0
 
 
-def _title(trace: Trace) -> str:
+def _title(trace: Trace, phase: str | None = None, epoch: int | None = None) -> str:
     m = trace.meta
     parts = [str(m.get("strategy", "trace"))]
     n = m.get("num_replicas") or len(trace.replicas)
@@ -149,6 +212,8 @@ def _title(trace: Trace) -> str:
         parts.append(f"global batch {m['global_batch_size']}")
     if m.get("api"):
         parts.append(str(m["api"]))
+    if phase is not None or epoch is not None:
+        parts.append(" ".join(x for x in (phase, None if epoch is None else f"epoch {epoch}") if x))
     note = _PROVENANCE_LABELS.get(str(m.get("provenance", "")))
     return " · ".join(parts) + (f"\n{note}" if note else "")
 
