@@ -14,7 +14,7 @@ import pytest
 
 import vizdist
 
-pytestmark = pytest.mark.filterwarnings("ignore::vizdist.instrument.run.user_run.RecordingWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::vizdist.errors.RecordingWarning")
 
 
 @pytest.fixture(scope="module")

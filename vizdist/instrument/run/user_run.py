@@ -43,7 +43,7 @@ import pandas as pd
 import tensorflow as tf
 from tensorflow.python.distribute import distribute_lib
 
-from vizdist.errors import TracingError
+from vizdist.errors import RecordingWarning, TracingError
 from vizdist.instrument.run import engine, recorded_input
 from vizdist.instrument.run.epochs import Passes
 from vizdist.instrument.run.inputs import TaggingFn, base_meta, input_meta, tag_global
@@ -195,10 +195,6 @@ class DatasetRecord:
         batch = self.meta.get("global_batch_size") or (int(totals.max()) if len(totals) else None)
         self.meta["global_batch_size"] = batch
         return self.reader.rec.tables(global_batch_size=batch)
-
-
-class RecordingWarning(UserWarning):
-    """A ``vizdist.record()`` block ended with something it did not record: the message says what, and why."""
 
 
 class Recording:
