@@ -26,7 +26,7 @@ def _error(fn) -> str:
         fn()
     except Exception as exc:  # what plain TF / Keras raised, as text: its first line, and XLA's reason
         lines = str(exc).strip().splitlines()
-        why = [ln.strip()[:40] for ln in lines if "Trying to access resource" in ln]
+        why = ["Trying to access resource" for ln in lines if "Trying to access resource" in ln]
         return f"{type(exc).__name__}: {lines[0][:100]}" + (f" ({why[0]})" if why else "")
     return ""
 
