@@ -319,6 +319,36 @@ def test_empty_replica_in_fit_names_keras_rule(tf, keras, mirrored):
     assert empty["replicas"].iloc[0] == [3]
 
 
+@pytest.mark.parametrize("batch", [12, 8])  # 12: the second step splits 3, 3, 3, 1; 8: the last 2, 2, 2, 0
+def test_keras_trains_on_the_mean_of_the_replicas_means(tf, keras, mirrored, batch):
+    """Plain Keras 3 (no vizdist): each replica's training loss is its own mean divided by the replicas
+    (keras/src/losses/loss.py, scale_loss_for_distribution; divide_no_nan makes an empty replica's 0) and the
+    optimizer all-reduces the gradients with SUM (keras/src/backend/tensorflow/optimizer.py,
+    _all_reduce_sum_gradients). Replayed in NumPy on the per-replica batches plain TF hands out, that rule
+    gives Keras's weight after one epoch of SGD; weighing every example of a step the same does not."""
+    lr, replicas = 0.001, mirrored.num_replicas_in_sync
+    x = np.arange(N, dtype="float32").reshape(-1, 1)
+    ds = tf.data.Dataset.from_tensor_slices((x, 0.5 * x)).batch(batch)
+    with mirrored.scope():
+        model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1, use_bias=False, kernel_initializer="zeros")])
+        model.compile(optimizer=keras.optimizers.SGD(lr), loss="mse", jit_compile=False)
+    model.fit(ds, epochs=1, verbose=0)
+    steps = [[v.numpy()[:, 0].astype("float64") for v in mirrored.experimental_local_results(xb)]
+             for xb, _ in mirrored.experimental_distribute_dataset(ds)]  # plain TF: each replica's inputs
+    assert any(len({len(p) for p in parts}) > 1 for parts in steps)  # some step splits unevenly
+
+    def grad(w, xs):  # d/dw of (w x - 0.5 x)^2, per example
+        return 2 * (w * xs - 0.5 * xs) * xs
+
+    replica_means = per_example = 0.0
+    for parts in steps:
+        replica_means -= lr * sum(grad(replica_means, p).mean() / replicas for p in parts if len(p))
+        per_example -= lr * np.concatenate([grad(per_example, p) for p in parts]).mean()
+    weight = float(model.get_weights()[0][0, 0])
+    assert weight == pytest.approx(replica_means, rel=1e-5)
+    assert abs(weight - per_example) > 100 * abs(weight - replica_means) + 1e-4
+
+
 def _mwms_fit(ctx, record: bool):
     import keras
     import tensorflow as tf
