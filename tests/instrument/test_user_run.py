@@ -133,6 +133,31 @@ def test_keras_build_read_is_its_own_phase(tf, keras, mirrored):
     assert _recorded_steps(rec.trace, "build", 4)[0] == first_train  # unshuffled: the same first batch
 
 
+def test_keras_reads_a_build_batch_only_for_a_model_made_under_a_strategy(tf, keras, mirrored):
+    """Plain Keras 3, no vizdist (trainer.py, _maybe_symbolic_build: it returns at once when the model has no
+    distribution strategy): fit reads batches of a fresh pass before it trains only for a model made under a
+    strategy's scope. Counted at the source; read-ahead makes the build pass read one batch or more."""
+    import contextlib
+
+    reads = {}
+    for name, strategy in [("under MirroredStrategy", mirrored), ("no strategy", None)]:
+        seen: list[int] = []
+
+        def note(i, seen=seen):  # runs on the host for every source element read
+            seen.append(int(i))
+            return i
+
+        ds = (tf.data.Dataset.range(8).map(lambda i: tf.py_function(note, [i], tf.int64))
+              .map(lambda i: (tf.reshape(tf.cast(i, tf.float32), [1]),) * 2).batch(4))
+        keras.utils.set_random_seed(7)
+        with strategy.scope() if strategy else contextlib.nullcontext():
+            model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+            model.compile("sgd", "mse", jit_compile=False)
+        model.fit(ds, epochs=1, verbose=0)
+        reads[name] = len(seen)
+    assert reads["no strategy"] == 8 and reads["under MirroredStrategy"] >= 8 + 4, reads
+
+
 def test_evaluate_and_predict(tf, keras, mirrored):
     log = Log()
     model = _model(tf, keras, mirrored, log)
