@@ -28,6 +28,12 @@ pytestmark = pytest.mark.slow
 RUN = dict(workers=2, global_batch_size=4, progress=False, timeout=120.0)
 
 
+@pytest.fixture(autouse=True)
+def _devices_first(devices):
+    """TensorFlow fixes its devices when it starts, and this module's first tests start it in this process (run
+    first in a process, its last tests then found 1 device): let the suite's 4 logical CPUs come first."""
+
+
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     return write_text_files(tmp_path_factory.mktemp("four"), n_files=4, lines_per_file=4)
