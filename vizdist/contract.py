@@ -96,8 +96,10 @@ Keys of every kind (:class:`CommonMeta`):
   ``[seed, seed2]`` as TF set them.
 - ``element_spec`` / ``distributed_element_spec`` (str): the specs, as text.
 - ``rebatch`` (str): the op TF cut each global batch with, read from the distributed
-  dataset's graph: ``"RebatchDataset"`` (its legacy rebatch, which TF swaps in when it
-  shards by DATA: every batch, a short one too, into pieces of ceil(n / replicas)),
+  dataset's graph: ``"RebatchDataset"`` (its legacy rebatch, which TF takes when it
+  shards by DATA or cannot read a fixed batch size from the pipeline, say after a ``map``
+  that follows the ``batch``: every batch, a short one too, into pieces of
+  ceil(n / replicas)),
   ``"RebatchDatasetV2"`` (fixed per-replica sizes that differ by at most one, filled in
   replica order) or ``""`` (no rebatch: one replica, ``distribute_datasets_from_function``).
 - ``stopped`` (str): why iteration ended (``"end_of_data"``, ``"steps"``,

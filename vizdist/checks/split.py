@@ -47,15 +47,18 @@ def _rebatch_rule(meta: TraceMeta, replicas: int) -> str:
 
     Example:
         >>> _rebatch_rule({"rebatch": "RebatchDataset"}, 4)
-        " (TF's legacy rebatch cut every batch, a short one too, into pieces of ceil(n / 4) in replica order; TF swaps it in when auto-sharding applies DATA, as AUTO does for a pipeline that reads no files, one worker included)"
+        " (TF's legacy rebatch cut every batch, a short one too, into pieces of ceil(n / 4) in replica order; TF takes it when auto-sharding applies DATA, as AUTO does for a pipeline that reads no files, one worker included, and when it cannot read a fixed batch size from the pipeline, as after a map that follows the batch)"
         >>> _rebatch_rule({}, 4)
         ''
     """
     op = meta.get("rebatch")
     if op == "RebatchDataset":
+        # input_lib.py (_make_rebatch_fn: the legacy op when compute_batch_size gives -1) and auto_shard.cc
+        # (ShardByData rewrites RebatchDatasetV2 to it)
         return (" (TF's legacy rebatch cut every batch, a short one too, into pieces of "
-                f"ceil(n / {replicas}) in replica order; TF swaps it in when auto-sharding applies DATA, as AUTO "
-                "does for a pipeline that reads no files, one worker included)")
+                f"ceil(n / {replicas}) in replica order; TF takes it when auto-sharding applies DATA, as AUTO "
+                "does for a pipeline that reads no files, one worker included, and when it cannot read a fixed "
+                "batch size from the pipeline, as after a map that follows the batch)")
     if op == "RebatchDatasetV2":
         return (" (TF's rebatch gives each replica a fixed share of a full global batch, shares that differ by at "
                 "most one, and fills them in replica order when a batch is short)")
