@@ -432,3 +432,34 @@ def test_timing_under_record_inside_keras_fit(tf, keras, mirrored):
     ev, b = rec.trace.events, rec.trace.batches
     assert sorted(ev.loc[ev["stage"] == "transfer", "step"]) == sorted(b["step"].unique())
     assert (ev["t_end_ns"] >= ev["t_start_ns"]).all()
+
+def _calls_in(path: str, name: str):
+    """A function named ``name`` whose code says it is defined in ``path``: calling it with ``inner`` calls
+    ``inner()`` from a frame that looks, to a stack walk, like that Keras method."""
+    scope: dict = {}
+    exec(compile(f"def {name}(inner):\n    return inner()\n", path, "exec"), scope)
+    return scope[name]
+
+
+@pytest.mark.smoke
+def test_phases_follow_where_the_installed_keras_defines_fit_evaluate_and_predict(keras):
+    """Keras 3 starts passes in keras/src/backend/tensorflow/trainer.py, Keras 2 (TF 2.15) in
+    keras/src/engine/training.py: the phase of a pass follows the installed Keras's own files (each method
+    unwrapped from Keras's traceback filter), and the same names anywhere else are the user's loop."""
+    import inspect
+
+    from vizdist.instrument.run.user_run import phase_now
+
+    def frame(name: str, *, keras_file: bool = True):
+        path = inspect.unwrap(getattr(keras.Model, name)).__code__.co_filename if keras_file else __file__
+        return _calls_in(path, name)
+
+    fit, evaluate, predict = frame("fit"), frame("evaluate"), frame("predict")
+    assert fit(phase_now) == "train"
+    assert evaluate(phase_now) == "evaluate"
+    assert fit(lambda: evaluate(phase_now)) == "validation"
+    assert predict(phase_now) == "predict"
+    if hasattr(keras.Model, "_maybe_symbolic_build"):  # Keras 3's build read (Keras 2 and 3.3 have none)
+        assert fit(lambda: frame("_maybe_symbolic_build")(phase_now)) == "build"
+    assert frame("fit", keras_file=False)(phase_now) == "loop"
+    assert frame("fit", keras_file=False)(lambda: frame("evaluate", keras_file=False)(phase_now)) == "loop"
