@@ -1,0 +1,103 @@
+"""The TensorFlow versions vizdist supports: the check, what it says, and the files that declare the range.
+
+The range and the versions CI runs are declared once, in :mod:`vizdist.instrument.versions`; pyproject's
+extras, environment.yml, the Makefile's smoke virtualenvs and the README's table must say the same.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+import warnings
+from pathlib import Path
+
+import pytest
+
+from vizdist.instrument.versions import (
+    CI_TESTED,
+    NEWEST,
+    OLDEST,
+    UntestedTensorFlowWarning,
+    check_tensorflow,
+    supported_range,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _minor(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+@pytest.mark.smoke
+def test_the_installed_tensorflow_is_supported_and_passes_silently(tf):
+    assert OLDEST <= _minor(tf.__version__) <= NEWEST, tf.__version__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_tensorflow(tf.__version__)
+
+
+@pytest.mark.parametrize("version", ["2.14.1", "2.0.0", "1.15.5", "2.14.0rc1"])
+def test_an_older_tensorflow_is_refused_with_what_to_install(version):
+    with pytest.raises(ImportError) as info:
+        check_tensorflow(version)
+    message = str(info.value)
+    assert f"TensorFlow {version}" in message and "does not support" in message
+    assert "pip install" in message and '"tensorflow-cpu==2.16.2"' in message and "one pip call" in message
+
+
+@pytest.mark.parametrize("version", ["2.15.0", "2.15.1", "2.16.2", "2.19.0rc0", "2.21.0", "2.21.9"])
+def test_every_supported_version_passes_silently(version):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_tensorflow(version)
+
+
+@pytest.mark.parametrize("version", ["2.22.0", "2.22.0-dev20260301", "3.0.0"])
+def test_a_newer_tensorflow_warns_naming_the_versions_ci_tested(version):
+    with pytest.warns(UntestedTensorFlowWarning) as caught:
+        check_tensorflow(version)
+    message = str(caught[0].message)
+    assert f"TensorFlow {version} is newer than any vizdist was tested with" in message
+    assert all(v in message for v in CI_TESTED)
+
+
+def test_an_unreadable_version_warns():
+    with pytest.warns(UntestedTensorFlowWarning, match="cannot read TensorFlow's version 'nightly'"):
+        check_tensorflow("nightly")
+
+
+def test_vizdist_checks_before_it_imports_anything_that_runs_tensorflow():
+    """Through the package, in a fresh process: refused at ``vizdist.record`` (nothing of vizdist's TF code
+    imported), then, on a newer TF, one warning that names the user's line, and no second one."""
+    code = (
+        "import sys, warnings, tensorflow as tf, vizdist\n"
+        "tf.__version__ = '2.14.1'\n"
+        "try:\n"
+        "    vizdist.record\n"
+        "except ImportError as e:\n"
+        "    print('refused:', str(e).splitlines()[0])\n"
+        "print('imported:', sorted(m for m in sys.modules if m.startswith('vizdist.instrument.run')))\n"
+        "tf.__version__ = '2.22.0'\n"
+        "with warnings.catch_warnings(record=True) as w:\n"
+        "    warnings.simplefilter('always')\n"
+        "    vizdist.trace_distribution\n"
+        "    vizdist.virtual_devices\n"
+        "print('warned:', [(x.category.__name__, x.filename, x.lineno) for x in w])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, check=True)
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("refused: vizdist records TensorFlow 2.15 to 2.21; this process has TensorFlow 2.14.1,")
+    assert lines[1] == "imported: []"
+    assert lines[2] == "warned: [('UntestedTensorFlowWarning', '<string>', 11)]"
+
+
+def test_pyproject_and_environment_yml_declare_the_supported_range():
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert extras["cpu"] == [f"tensorflow-cpu{supported_range()}"]
+    assert extras["gpu"] == [f"tensorflow[and-cuda]{supported_range()}"]
+    conda = (ROOT / "environment.yml").read_text()
+    assert re.findall(r"^\s*- (tensorflow\S*)", conda, re.M) == [f"tensorflow-cpu{supported_range()}"]
