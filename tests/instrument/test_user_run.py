@@ -87,6 +87,7 @@ def _recorded_steps(trace, phase: str, replicas: int) -> list[list[list[int]]]:
     return out
 
 
+@pytest.mark.smoke
 def test_fit_with_validation_records_what_each_replica_trained_on(tf, keras, mirrored):
     log = Log()
     model = _model(tf, keras, mirrored, log)
@@ -113,6 +114,7 @@ def test_shuffled_epochs_show_the_real_order(tf, keras, mirrored, seed):
     assert sorted(first) == sorted(second) == list(range(N))
 
 
+@pytest.mark.smoke
 def test_history_is_the_same_with_and_without_recording(tf, keras, mirrored):
     plain = _model(tf, keras, mirrored, Log()).fit(
         _data(tf), validation_data=_data(tf, 7, seed=-1, batch=4), epochs=2, verbose=0).history
@@ -166,6 +168,7 @@ def _step_log(tf, log: Log):
 
 
 @pytest.mark.filterwarnings("ignore:To make it possible to preserve tf.data options")  # TF's own, plain TF too
+@pytest.mark.smoke
 def test_loop_inside_a_tf_function_over_the_dataset(tf, mirrored):
     """The custom-training tutorial's variant: the distributed dataset is the tf.function's argument."""
     log = Log()
@@ -295,6 +298,7 @@ def _mwms_loop(ctx):
 
 
 @pytest.mark.slow
+@pytest.mark.smoke
 def test_multi_worker_loop_in_a_local_cluster():
     with vizdist.LocalCluster(workers=2, timeout=180, progress=False) as cluster:
         trace = cluster.run(_mwms_loop)
@@ -432,6 +436,7 @@ def test_timing_under_record_inside_keras_fit(tf, keras, mirrored):
     ev, b = rec.trace.events, rec.trace.batches
     assert sorted(ev.loc[ev["stage"] == "transfer", "step"]) == sorted(b["step"].unique())
     assert (ev["t_end_ns"] >= ev["t_start_ns"]).all()
+
 
 def _calls_in(path: str, name: str):
     """A function named ``name`` whose code says it is defined in ``path``: calling it with ``inner`` calls

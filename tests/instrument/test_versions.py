@@ -101,3 +101,23 @@ def test_pyproject_and_environment_yml_declare_the_supported_range():
     assert extras["gpu"] == [f"tensorflow[and-cuda]{supported_range()}"]
     conda = (ROOT / "environment.yml").read_text()
     assert re.findall(r"^\s*- (tensorflow\S*)", conda, re.M) == [f"tensorflow-cpu{supported_range()}"]
+
+
+def test_the_makefile_smoke_virtualenvs_are_the_versions_ci_tested():
+    makefile = (ROOT / "Makefile").read_text()
+    old = re.search(r"^OLD_TF\s*\?=\s*(.*)$", makefile, re.M)
+    assert old is not None, "the Makefile names no OLD_TF"
+    assert sorted(old.group(1).split()) == sorted(v for v, what in CI_TESTED.items() if what == "smoke")
+    assert re.search(r"^test:.*$(?:\n\t.*)*\n\t.*\bsmoke\b", makefile, re.M), "make test does not run the smoke suite"
+
+
+def test_the_readme_table_names_every_version_ci_tested():
+    readme = (ROOT / "README.md").read_text()
+    rows = re.findall(r"^\| TensorFlow (\S+) \|", readme, re.M)
+    assert sorted(rows) == sorted(v if v.count(".") == 2 else f"{v}.x" for v in CI_TESTED)
+
+
+def test_the_smoke_marker_is_declared():
+    markers = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]
+    assert any(m.startswith("smoke:") for m in markers)
+
