@@ -95,6 +95,40 @@ def test_vizdist_checks_before_it_imports_anything_that_runs_tensorflow():
     assert lines[2] == "warned: [('UntestedTensorFlowWarning', '<string>', 11)]"
 
 
+def _fresh(code: str) -> list[str]:
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, check=True)
+    return out.stdout.splitlines()
+
+
+@pytest.mark.smoke
+def test_the_version_read_without_importing_tensorflow_is_the_one_it_reports():
+    """Before TensorFlow is imported, the check reads pip's metadata: the same version TF then reports."""
+    lines = _fresh("import sys\n"
+                   "from vizdist.instrument.versions import installed_tensorflow_version\n"
+                   "before = installed_tensorflow_version()\n"
+                   "print('tensorflow' in sys.modules)\n"
+                   "import tensorflow as tf\n"
+                   "print(before == tf.__version__, before)\n")
+    assert lines[0] == "False" and lines[1].startswith("True "), lines
+
+
+def test_servers_that_need_no_tensorflow_are_checked_without_importing_it():
+    """``vizdist.LocalCluster`` imports no TensorFlow (tests/instrument/test_isolation.py relies on it): its
+    check reads pip's metadata, here made to say 2.14.1, and refuses without importing TensorFlow."""
+    lines = _fresh("import sys, importlib.metadata as m, vizdist\n"
+                   "real = m.version\n"
+                   "m.version = lambda name: '2.14.1' if 'tensorflow' in name.replace('-', '_') else real(name)\n"
+                   "try:\n"
+                   "    vizdist.LocalCluster\n"
+                   "except ImportError as e:\n"
+                   "    print('refused:', str(e).splitlines()[0])\n"
+                   "m.version = real\n"
+                   "vizdist.LocalCluster\n"
+                   "print('tensorflow imported:', 'tensorflow' in sys.modules)\n")
+    assert lines[0].startswith("refused: vizdist records TensorFlow 2.15 to 2.21; this process has TensorFlow 2.14.1,")
+    assert lines[1] == "tensorflow imported: False"
+
+
 def test_pyproject_and_environment_yml_declare_the_supported_range():
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert extras["cpu"] == [f"tensorflow-cpu{supported_range()}"]

@@ -3,8 +3,9 @@
 vizdist supports TensorFlow 2.16 to 2.21 with the Keras 3 that pip installs beside each, and TensorFlow
 2.15 with its Keras 2 (``tf.keras``). The first time a process reaches for anything that runs TensorFlow
 (``vizdist.record``, ``vizdist.trace_distribution``, ``vizdist.virtual_devices``, ``vizdist.LocalCluster``,
-...), :func:`require_supported_tensorflow` reads ``tf.__version__``: an older TensorFlow is refused with
-what to install, a newer one runs with an :class:`UntestedTensorFlowWarning` naming the versions CI tests.
+...), :func:`require_supported_tensorflow` reads TensorFlow's version (without importing it, where pip's
+metadata tells it): an older TensorFlow is refused with what to install, a newer one runs with an
+:class:`UntestedTensorFlowWarning` naming the versions CI tests.
 
 Example:
     >>> check_tensorflow("2.16.2")             # supported: nothing to say
@@ -18,11 +19,13 @@ Example:
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import sys
 import warnings
 
 __all__ = ["CI_TESTED", "NEWEST", "OLDEST", "UntestedTensorFlowWarning", "check_tensorflow",
-           "require_supported_tensorflow", "supported_range"]
+           "installed_tensorflow_version", "require_supported_tensorflow", "supported_range"]
 
 #: The oldest (major, minor) TensorFlow vizdist records: 2.15, with Keras 2 (``tf.keras``).
 OLDEST = (2, 15)
@@ -99,8 +102,37 @@ def check_tensorflow(version: str, *, stacklevel: int = 2) -> None:
             f"with everything else, in one pip call).", UntestedTensorFlowWarning, stacklevel=stacklevel)
 
 
+def installed_tensorflow_version() -> str | None:
+    """The version of the TensorFlow this process imports, or None where none is installed.
+
+    ``tf.__version__`` once TensorFlow is imported; before, the version pip's metadata gives the
+    distribution that installed the ``tensorflow`` package (``tensorflow``, ``tensorflow-cpu``,
+    ``tf-nightly``, ...), so that checking it imports nothing (``LocalCluster`` and ``LocalDataService``
+    start their servers without TensorFlow in this process). Only where no metadata, or several
+    distributions, claim the package is TensorFlow imported to ask it.
+
+    Example:
+        >>> installed_tensorflow_version()     # doctest: +SKIP
+        '2.21.0'
+    """
+    tf = sys.modules.get("tensorflow")
+    if tf is not None:
+        return str(tf.__version__)
+    if importlib.util.find_spec("tensorflow") is None:
+        return None
+    from importlib import metadata
+
+    found = {metadata.version(name) for name in metadata.packages_distributions().get("tensorflow", [])}
+    if len(found) == 1:
+        return found.pop()
+    import tensorflow  # no metadata, or several distributions installed it: TensorFlow knows its version
+
+    return str(tensorflow.__version__)
+
+
 def require_supported_tensorflow(*, stacklevel: int = 2) -> None:
-    """Check the TensorFlow this process imports (:func:`check_tensorflow`), once per process.
+    """Check the installed TensorFlow (:func:`installed_tensorflow_version`, :func:`check_tensorflow`), once per
+    process; without TensorFlow, check nothing (importing vizdist's TensorFlow code then says it is missing).
 
     ``vizdist``'s package calls it before it first imports a module that runs TensorFlow, so an old
     TensorFlow is refused with a clear message, not with an error from deep inside vizdist. A refused
@@ -113,7 +145,7 @@ def require_supported_tensorflow(*, stacklevel: int = 2) -> None:
     global _checked
     if _checked:
         return
-    import tensorflow as tf
-
-    check_tensorflow(str(tf.__version__), stacklevel=stacklevel + 1)
+    version = installed_tensorflow_version()
+    if version is not None:
+        check_tensorflow(version, stacklevel=stacklevel + 1)
     _checked = True
