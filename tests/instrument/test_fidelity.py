@@ -139,6 +139,7 @@ def trace_steps(trace: Any, phases: tuple[str, ...] = ("train", "validation", "e
 
 # -- scenarios on a shuffled tf.data dataset -------------------------------------------------------------
 
+@pytest.mark.smoke
 @pytest.mark.parametrize("seed", [3, None], ids=["seeded", "global-seed"])
 def test_a_second_fit_on_the_same_shuffled_dataset(tf, keras, mirrored, tmp_path, seed):
     def scenario(run: Run) -> dict[str, Any]:

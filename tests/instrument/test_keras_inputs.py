@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
-import importlib
-
 import numpy as np
 import pytest
 
 from vizdist.instrument.run import keras_inputs
 
 
-@pytest.mark.parametrize(("module", "path"), keras_inputs.KERAS_NAMES, ids=[p for _, p in keras_inputs.KERAS_NAMES])
-def test_each_keras_name_exists(tf, module, path):
-    owner = importlib.import_module(module)
-    for part in path.split("."):
-        owner = getattr(owner, part)
-    assert callable(owner)
+@pytest.mark.smoke
+@pytest.mark.parametrize("purpose", list(keras_inputs.KERAS_NAMES))
+def test_each_keras_name_exists(tf, purpose):
+    """Each name the hooks replace exists in the installed Keras 3 (on Keras 2, the epoch hooks' own)."""
+    import keras
+
+    places = keras_inputs.KERAS_NAMES[purpose]
+    if keras.__version__ < "3" and purpose not in ("epoch begins", "fit ends"):
+        pytest.skip("Keras 2 has none of Keras 3's data adapters (its arrays are recorded as the dataset it builds)")
+    found = keras_inputs.first_defined(places)
+    assert found is not None and callable(getattr(*found)), f"none of {places} in Keras {keras.__version__}"
 
 
 def test_a_generator_adapter_yields_its_peeked_batches_again_each_pass(tf):

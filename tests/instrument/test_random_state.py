@@ -20,6 +20,7 @@ def _shuffled(tf, reshuffle=True):
     return tf.data.Dataset.range(8).shuffle(8, seed=5, reshuffle_each_iteration=reshuffle)
 
 
+@pytest.mark.smoke
 def test_a_dataset_reshuffles_and_a_rebuilt_copy_starts_over(tf):
     ds = _shuffled(tf)
     sequence = [_order(ds) for _ in range(3)]
@@ -27,6 +28,7 @@ def test_a_dataset_reshuffles_and_a_rebuilt_copy_starts_over(tf):
     assert _order(_shuffled(tf)) == sequence[0]  # a rebuilt copy: plain TF's first order again
 
 
+@pytest.mark.smoke
 def test_a_copy_on_the_users_seed_generator_goes_on_with_the_sequence(tf):
     sequence = [_order(ds) for ds in [_shuffled(tf)] for _ in range(4)]
     user = _shuffled(tf)

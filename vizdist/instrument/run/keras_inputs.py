@@ -41,19 +41,26 @@ import tensorflow as tf
 
 from vizdist.instrument.ids.codes import SOURCE_SHIFT
 
-__all__ = ["KERAS_NAMES", "ROW_BITS", "KerasHooks", "keras_source"]
+__all__ = ["KERAS_NAMES", "ROW_BITS", "KerasHooks", "first_defined", "keras_source"]
 
-#: The Keras 3 names the hooks replace for the block: (module, attribute path).
-KERAS_NAMES = (
-    ("keras.src.callbacks.callback_list", "CallbackList.on_epoch_begin"),
-    ("keras.src.callbacks.callback_list", "CallbackList.on_train_end"),
-    ("keras.src.trainers.data_adapters.array_slicing", "train_validation_split"),
-    ("keras.src.trainers.data_adapters.array_data_adapter", "ArrayDataAdapter.get_tf_dataset"),
-    ("keras.src.trainers.data_adapters.py_dataset_adapter", "PyDatasetAdapter.get_tf_dataset"),
-    ("keras.src.trainers.data_adapters.py_dataset_adapter", "PyDatasetAdapter._standardize_batch"),
-    ("keras.src.trainers.data_adapters.generator_data_adapter", "GeneratorDataAdapter.get_tf_dataset"),
-    ("keras.src.trainers.data_adapters.data_adapter_utils", "get_tensor_spec"),
-)
+#: The Keras names the hooks replace for the block: what each is for -> where Keras 3 (then Keras 2, TF
+#: 2.15's ``tf.keras``) defines it, as (module, attribute path). The first that exists is hooked; Keras 2
+#: names its epochs the same way and has none of Keras 3's data adapters (its arrays are recorded as the
+#: dataset it builds).
+KERAS_NAMES: dict[str, tuple[tuple[str, str], ...]] = {
+    "epoch begins": (("keras.src.callbacks.callback_list", "CallbackList.on_epoch_begin"),
+                     ("keras.src.callbacks", "CallbackList.on_epoch_begin")),
+    "fit ends": (("keras.src.callbacks.callback_list", "CallbackList.on_train_end"),
+                 ("keras.src.callbacks", "CallbackList.on_train_end")),
+    "validation split": (("keras.src.trainers.data_adapters.array_slicing", "train_validation_split"),),
+    "arrays": (("keras.src.trainers.data_adapters.array_data_adapter", "ArrayDataAdapter.get_tf_dataset"),),
+    "PyDataset": (("keras.src.trainers.data_adapters.py_dataset_adapter", "PyDatasetAdapter.get_tf_dataset"),),
+    "PyDataset batches": (("keras.src.trainers.data_adapters.py_dataset_adapter",
+                           "PyDatasetAdapter._standardize_batch"),),
+    "generators": (("keras.src.trainers.data_adapters.generator_data_adapter",
+                    "GeneratorDataAdapter.get_tf_dataset"),),
+    "generator specs": (("keras.src.trainers.data_adapters.data_adapter_utils", "get_tensor_spec"),),
+}
 
 #: Bits of a PyDataset tag that hold the row within its batch (``source_line``).
 ROW_BITS = 24
@@ -89,6 +96,16 @@ def _resolve(module: str, path: str) -> tuple[Any, str]:
         owner = getattr(owner, p)
     getattr(owner, name)  # it exists (AttributeError otherwise)
     return owner, name
+
+
+def first_defined(places: tuple[tuple[str, str], ...]) -> tuple[Any, str] | None:
+    """(the object holding it, its name) for the first of ``places`` the installed Keras defines, or None."""
+    for module, path in places:
+        try:
+            return _resolve(module, path)
+        except (ImportError, AttributeError):
+            continue
+    return None
 
 
 class _Indexed:
@@ -127,28 +144,26 @@ class KerasHooks:
 
     # -- install / remove ------------------------------------------------------------------------------
     def install(self) -> None:
-        """Replace the Keras functions for the block (nothing when Keras 3 is not imported)."""
+        """Replace the Keras functions for the block (nothing when Keras is not imported)."""
         if "keras" not in sys.modules:
             return
         wrappers: dict[str, Callable[[Any], Any]] = {
-            "CallbackList.on_epoch_begin": self._on_epoch_begin,
-            "CallbackList.on_train_end": self._on_train_end,
-            "train_validation_split": self._train_validation_split,
-            "ArrayDataAdapter.get_tf_dataset": self._arrays,
-            "PyDatasetAdapter.get_tf_dataset": self._py_dataset,
-            "GeneratorDataAdapter.get_tf_dataset": self._generator,
+            "epoch begins": self._on_epoch_begin,
+            "fit ends": self._on_train_end,
+            "validation split": self._train_validation_split,
+            "arrays": self._arrays,
+            "PyDataset": self._py_dataset,
+            "generators": self._generator,
         }
-        for module, path in KERAS_NAMES:
-            if path not in wrappers:
+        for purpose, wrap in wrappers.items():
+            found = first_defined(KERAS_NAMES[purpose])
+            if found is None:
+                self.missing.append(purpose)
                 continue
-            try:
-                owner, name = _resolve(module, path)
-            except (ImportError, AttributeError):
-                self.missing.append(f"{module}.{path}")
-                continue
+            owner, name = found
             original = getattr(owner, name)
             self._saved.append((owner, name, original))
-            setattr(owner, name, wrappers[path](original))
+            setattr(owner, name, wrap(original))
 
     def remove(self) -> None:
         for owner, name, original in reversed(self._saved):
