@@ -104,8 +104,16 @@ def seed_generator(ds: Any, op: str = "ShuffleDatasetV3") -> Any:
         proto = None
     handle = _resource(proto) if proto is not None else None
     with _lock:
-        _handles[key] = (weakref.ref(ds, lambda _ref, k=key: _forget(k)), handle)
+        _handles[key] = (weakref.ref(ds, _forgetter(key)), handle)
     return handle
+
+
+def _forgetter(key: int) -> Any:
+    """The weakref callback that drops a dataset's handle when the dataset goes."""
+    def forget(_ref: Any) -> None:
+        _forget(key)
+
+    return forget
 
 
 def _forget(key: int) -> None:

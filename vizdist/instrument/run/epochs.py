@@ -64,8 +64,8 @@ class Passes:
             return self.keras_epoch
         if p["epoch"] is None:  # the pass's first step: it counts
             key = self._count_key(p)
-            p["epoch"] = self._counted.get(key, 0)
-            self._counted[key] = p["epoch"] + 1
+            counted = self._counted.get(key, 0)
+            p["epoch"], self._counted[key] = counted, counted + 1
         return int(p["epoch"])
 
     def begin_step(self, dataset: int) -> int:
