@@ -27,17 +27,20 @@ def _events_trace() -> vizdist.Trace:
 def test_to_chrome_trace_never_writes_through_a_planted_link(tmp_path: Path, name: str) -> None:
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me")
-    for planted in (f"{name}.tmp", name):  # the old fixed temp name, and the target itself
-        os.symlink(victim, tmp_path / planted)
+    os.symlink(victim, tmp_path / f"{name}.tmp")  # the old fixed temp name: ignored
     out = vizdist.to_chrome_trace(_events_trace(), tmp_path / name)
-    assert victim.read_text() == "keep me"
-    assert not out.is_symlink() and (tmp_path / f"{name}.tmp").is_symlink()  # replaced / left alone
+    assert victim.read_text() == "keep me" and (tmp_path / f"{name}.tmp").is_symlink()
     raw = out.read_bytes()  # complete Chrome trace JSON
     if name.endswith(".gz"):
         import gzip
 
         raw = gzip.decompress(raw)
     assert json.loads(raw)["traceEvents"][0]["name"]
+    out.unlink()
+    os.symlink(victim, out)  # a link at the target itself: refused, neither followed nor replaced
+    with pytest.raises(_files.LinkedTarget, match="is a symbolic link"):
+        vizdist.to_chrome_trace(_events_trace(), out)
+    assert victim.read_text() == "keep me" and out.is_symlink()
 
 
 def test_a_failed_write_leaves_neither_a_partial_file_nor_a_temporary_one(tmp_path: Path, monkeypatch) -> None:
@@ -56,8 +59,19 @@ def test_write_text_files_never_writes_through_a_planted_link(tmp_path: Path) ->
     victim.write_text("keep me")
     (tmp_path / "data").mkdir()
     os.symlink(victim, tmp_path / "data" / "part-0.txt")
-    files = vizdist.write_text_files(tmp_path / "data", n_files=1, lines_per_file=2)
-    assert victim.read_text() == "keep me" and Path(files[0]).read_text() == "0\n1\n"
+    with pytest.raises(_files.LinkedTarget, match=r"part-0\.txt' is a symbolic link"):
+        vizdist.write_text_files(tmp_path / "data", n_files=1, lines_per_file=2)
+    assert victim.read_text() == "keep me"
+    files = vizdist.write_text_files(tmp_path / "fresh", n_files=1, lines_per_file=2)
+    assert Path(files[0]).read_text() == "0\n1\n"
+
+
+def test_write_file_can_refuse_to_replace_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    target = tmp_path / "shard.json"
+    _files.write_file(target, "first", replace=False)
+    with pytest.raises(FileExistsError):
+        _files.write_file(target, "second", replace=False)
+    assert target.read_text() == "first" and os.listdir(tmp_path) == ["shard.json"]
 
 
 def _writes_outside_the_helper(path: Path, root: Path = ROOT) -> list[str]:

@@ -253,16 +253,18 @@ def test_shards_of_different_kinds_do_not_merge(tmp_path):
 
 @pytest.mark.parametrize("name", ["run.json", "run.json.gz"])
 def test_save_never_writes_through_a_planted_symlink(tmp_path, name):
+    """A link at the target is refused (neither written through nor replaced); the old fixed temp name is ignored."""
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
     (tmp_path / f"{name}.tmp").symlink_to(victim)  # the temp name older vizdist used
     link = tmp_path / name
     link.symlink_to(victim)
-    sample().save(link)
-    assert victim.read_text() == "precious"
-    assert not link.is_symlink() and load_trace(link) == sample()
-    assert (link.stat().st_mode & 0o777) == 0o666 & ~_current_umask()
+    with pytest.raises(OSError, match="is a symbolic link; vizdist does not write through, or replace"):
+        sample().save(link)
+    assert victim.read_text() == "precious" and link.is_symlink()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([name, f"{name}.tmp", "victim.txt"])
+    plain = sample().save(tmp_path / f"plain-{name}")
+    assert load_trace(plain) == sample() and (plain.stat().st_mode & 0o777) == 0o666 & ~_current_umask()
 
 
 def test_parquet_save_replaces_planted_links_inside_the_folder(tmp_path):
@@ -282,3 +284,70 @@ def _current_umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+# -- issue 36: saves that never follow a link, never leave a mix -----------------------------------
+def test_a_parquet_save_never_writes_through_a_planted_folder_link(tmp_path):
+    """Issue 36 item 1: `ln -s /victim shared/run.parquet`, then save there: nothing may reach /victim."""
+    import os
+
+    from vizdist.cli import main
+
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "meta.json").write_text("precious")
+    (tmp_path / "shared").mkdir()
+    link = tmp_path / "shared" / "run.parquet"
+    link.symlink_to(victim, target_is_directory=True)
+    with pytest.raises(OSError, match=r"run\.parquet' is a symbolic link.*does not write through"):
+        sample().save(link)
+    _shards(tmp_path / "src")
+    assert main(["merge", str(tmp_path / "src"), str(link)]) == 2
+    assert os.listdir(victim) == ["meta.json"] and (victim / "meta.json").read_text() == "precious"
+    assert link.is_symlink() and sorted(os.listdir(tmp_path / "shared")) == ["run.parquet"]
+
+
+def _unstorable(t: Trace) -> Trace:
+    t.events["when"] = pd.to_datetime(["2024-01-01"] * len(t.events))  # no trace format stores datetimes
+    return t
+
+
+def test_a_failed_parquet_save_leaves_the_old_trace_whole(tmp_path):
+    """Issue 36 item 2: a save that raises leaves the old trace (not B's elements with A's meta and events)."""
+    import os
+
+    old = sample()
+    p = old.save(tmp_path / "x.parquet")
+    new = _unstorable(Trace.from_records(elements=[dict(step=9, replica=0, source_id=99)], meta={"strategy": "B"},
+                                         events=[dict(lane="b", stage="consume", t_start_ns=0, t_end_ns=1)]))
+    with pytest.raises(TraceFormatError, match="column 'when' has dtype datetime64"):
+        new.save(p)
+    assert load_trace(p) == old
+    assert os.listdir(tmp_path) == ["x.parquet"]  # no temporary folder left beside it
+    new.events = new.events.drop(columns="when")
+    assert load_trace(new.save(p)) == new  # a save that works replaces the old trace whole
+    assert os.listdir(tmp_path) == ["x.parquet"] and sorted(os.listdir(p)) == [
+        "batches.parquet", "elements.parquet", "events.parquet", "meta.json"]
+
+
+def test_a_failed_json_save_leaves_the_old_file_whole(tmp_path):
+    import os
+
+    old = sample()
+    p = old.save(tmp_path / "x.json")
+    with pytest.raises(TraceFormatError, match="column 'when' has dtype datetime64"):
+        _unstorable(sample()).save(p)
+    assert load_trace(p) == old and os.listdir(tmp_path) == ["x.json"]
+
+
+def test_a_parquet_save_refuses_to_replace_a_folder_that_is_not_a_trace(tmp_path):
+    """Replacing a folder removes it: only a Parquet trace vizdist wrote is replaced."""
+    folder = tmp_path / "data.parquet"
+    folder.mkdir()
+    (folder / "part-0.parquet").write_text("someone's data")
+    with pytest.raises(FileExistsError, match=r"not a vizdist Parquet trace.*part-0\.parquet"):
+        sample().save(folder)
+    assert (folder / "part-0.parquet").read_text() == "someone's data"
+    (tmp_path / "file.parquet").write_text("a file")
+    with pytest.raises(FileExistsError, match="not a folder"):
+        sample().save(tmp_path / "file.parquet")

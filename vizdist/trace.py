@@ -54,10 +54,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from vizdist import views
-from vizdist._files import NotRegularFile, open_regular, write_file
+from vizdist._files import NotRegularFile, open_regular, write_file, write_folder
 from vizdist._loadcheck import Limits, OverLimit, check_meta_counts, check_rows, check_table
 from vizdist.contract import JOINS, KINDS, TraceMeta, validate_meta
 from vizdist.errors import TraceFormatError
@@ -176,21 +177,89 @@ def _is_text_categorical(series: pd.Series) -> bool:
     return isinstance(series.dtype, pd.CategoricalDtype) and all(isinstance(c, str) for c in series.cat.categories)
 
 
-def _check_storable(series: pd.Series) -> None:
-    """The dtype rule of :func:`_column_to_json`, without converting any value (Parquet stores columns as they are)."""
+def _check_storable(series: pd.Series, table: str) -> None:
+    """The dtype rule of :func:`_column_to_json`, without converting any value (Parquet stores columns as they are),
+    and no Infinity in a float column (JSON has none, and a loaded trace never holds one)."""
     dtype = str(series.dtype)
     if not (_is_text_categorical(series) or dtype.startswith(("int", "uint", "float"))
             or dtype in ("bool", "str", "string", "object")):
-        raise TraceFormatError(f"column {series.name!r} has dtype {dtype}, which traces cannot store")
+        raise TraceFormatError(f"table {table!r} column {series.name!r} has dtype {dtype}, which traces cannot store")
+    if dtype.startswith("float") and len(series) and (inf := np.isinf(series.to_numpy())).any():
+        row = int(inf.argmax())
+        raise TraceFormatError(f"table {table!r} column {series.name!r} row {row} holds {series.iloc[row]}, which a "
+                               "trace cannot store (JSON has no Infinity): replace it, say with NaN (stored as null)")
 
 
-def _column_to_json(series: pd.Series) -> tuple[str, list[Any]]:
+def nonfinite_key(value: Any, where: str = "") -> str | None:
+    """The path (``"a.b[2]"``) of the first float in ``value`` that is Infinity or NaN, or None.
+
+    Example:
+        >>> nonfinite_key({"a": [1.0, {"b": float("inf")}]})
+        'a[1].b'
+    """
+    stack: list[tuple[str, Any]] = [(where, value)]
+    while stack:
+        path, v = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            return path
+        if isinstance(v, dict):
+            stack.extend((f"{path}.{k}" if path else str(k), x) for k, x in reversed(list(v.items())))
+        elif isinstance(v, list | tuple):
+            stack.extend((f"{path}[{i}]", x) for i, x in reversed(list(enumerate(v))))
+    return None
+
+
+def _meta_json(meta: Mapping[str, Any]) -> str:
+    """``meta`` as JSON text, or a TraceFormatError naming the key that holds Infinity or NaN."""
+    try:
+        return json.dumps(meta, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        key = nonfinite_key(dict(meta))
+        if key is None:
+            raise
+        raise TraceFormatError(f"trace meta key {_clip(key)!r} holds Infinity or NaN, which a trace file cannot "
+                               "store (JSON has neither): replace it, say with None or a string") from None
+
+
+#: The files of a Parquet trace folder (what :meth:`Trace.save` writes and replaces).
+PARQUET_FILES = ("meta.json", *(f"{name}.parquet" for name in TABLES))
+
+
+def _parquet_trace_folder(p: Path) -> str:
+    """Why the existing folder ``p`` may not be replaced by a Parquet trace ("" when it holds only one's files)."""
+    others = sorted(c.name for c in p.iterdir() if c.name not in PARQUET_FILES)
+    if not others:
+        return ""
+    return (f"{str(p)!r} is a folder that is not a vizdist Parquet trace (it holds {_clip(', '.join(others), 200)}); "
+            "saving there would replace it. Choose another path, or remove the folder first.")
+
+
+def _arrow_table(name: str, df: pd.DataFrame) -> Any:
+    """``df`` as a pyarrow table, or a TraceFormatError naming the table and column that cannot be stored."""
+    import pyarrow as pa
+
+    for col in df.columns:
+        _check_storable(df[col], name)  # same column rules as JSON
+        if str(df[col].dtype) == "object" and not all(v is None or isinstance(v, str) for v in df[col].tolist()):
+            raise TraceFormatError(
+                f"table {name!r} column {col!r} holds values that are not text (lists, dicts or numbers in a "
+                "text column): a Parquet trace stores a column of one type only. Save the trace as .json, "
+                "which keeps them.")
+    try:
+        return pa.Table.from_pandas(df, preserve_index=False)
+    except (pa.ArrowException, TypeError, ValueError) as exc:
+        raise TraceFormatError(f"table {name!r} cannot be stored as Parquet ({type(exc).__name__}: "
+                               f"{_clip(str(exc))})") from None
+
+
+def _column_to_json(series: pd.Series, table: str) -> tuple[str, list[Any]]:
     if _is_text_categorical(series):
         return "str", series.astype(str).tolist()
     dtype = str(series.dtype)
     if dtype.startswith(("int", "uint")):
         return dtype, [int(v) for v in series.tolist()]
     if dtype.startswith("float"):
+        _check_storable(series, table)  # no Infinity
         return dtype, [None if (v is None or math.isnan(v)) else float(v) for v in series.tolist()]
     if dtype == "bool":
         return dtype, [bool(v) for v in series.tolist()]
@@ -200,7 +269,7 @@ def _column_to_json(series: pd.Series) -> tuple[str, list[Any]]:
             return "str", values
         # Anything else must already be JSON-able (lists of numbers, dicts).
         return "object", values
-    raise TraceFormatError(f"column {series.name!r} has dtype {dtype}, which traces cannot store")
+    raise TraceFormatError(f"table {table!r} column {series.name!r} has dtype {dtype}, which traces cannot store")
 
 
 def _column_from_json(name: str, dtype: str, values: list[Any]) -> pd.Series:
@@ -498,7 +567,7 @@ class Trace:
             cols: list[str] = [str(c) for c in df.columns]
             dtypes, data = [], {}
             for col in cols:
-                dtype, values = _column_to_json(df[col])
+                dtype, values = _column_to_json(df[col], name)
                 dtypes.append(dtype)
                 data[col] = values
             tables[name] = {"columns": cols, "dtypes": dtypes, "data": data}
@@ -550,7 +619,9 @@ class Trace:
                 "'.json', '.json.gz' or '.parquet'."
             )
         p.parent.mkdir(parents=True, exist_ok=True)
-        data = json.dumps(self.to_dict(), separators=(",", ":"), allow_nan=False).encode("utf-8")
+        tables = json.dumps(self.to_dict()["tables"], separators=(",", ":"), allow_nan=False)  # no Infinity: checked
+        data = (f'{{"format":{json.dumps(FORMAT)},"version":{VERSION},"meta":{_meta_json(self.meta)},'
+                f'"tables":{tables}}}').encode()
         if name.endswith(".gz"):
             data = gzip.compress(data)
         write_file(p, lambda fh: fh.write(data))
@@ -560,18 +631,19 @@ class Trace:
         from vizdist._optional import require
 
         pq = require("pyarrow.parquet", pip="pyarrow", conda="pyarrow")
-        pa = require("pyarrow", pip="pyarrow", conda="pyarrow")
-        p.mkdir(parents=True, exist_ok=True)
-        for name in TABLES:
-            df = getattr(self, name)
-            for col in df.columns:
-                _check_storable(df[col])  # same column rules as JSON
-            table = pa.Table.from_pandas(df, preserve_index=False)
-            # mypy infers no type for a lambda with a default argument (it binds this loop's table)
-            write_file(p / f"{name}.parquet", lambda fh, table=table: pq.write_table(table, fh))  # type: ignore[misc]
-        head = {"format": FORMAT, "version": VERSION, "meta": self.meta, "storage": "parquet"}
-        write_file(p / "meta.json", lambda fh: fh.write(json.dumps(head).encode("utf-8")))
-        return p
+        tables = {name: _arrow_table(name, getattr(self, name)) for name in TABLES}  # every check before any write
+        head = (f'{{"format":{json.dumps(FORMAT)},"version":{VERSION},"storage":"parquet",'
+                f'"meta":{_meta_json(self.meta)}}}').encode()
+
+        def fill(folder: Path) -> None:
+            for name, table in tables.items():
+                # mypy infers no type for a lambda with a default argument (it binds this loop's table)
+                write_file(folder / f"{name}.parquet", lambda fh, table=table: pq.write_table(table, fh))  # type: ignore[misc]
+            write_file(folder / "meta.json", head)
+
+        p.parent.mkdir(parents=True, exist_ok=True)
+        # written beside, then swapped in whole: a failed save leaves the old trace, never a mix
+        return write_folder(p, fill, replaceable=_parquet_trace_folder)
 
     # -- comparison and display --------------------------------------------
     def __eq__(self, other: object) -> bool:
