@@ -234,6 +234,10 @@ def _parquet_trace_folder(p: Path) -> str:
             "saving there would replace it. Choose another path, or remove the folder first.")
 
 
+def _never(p: Path) -> str:
+    return f"{str(p)!r} exists (save(..., overwrite=False) replaces nothing)"
+
+
 def _arrow_table(name: str, df: pd.DataFrame) -> Any:
     """``df`` as a pyarrow table, or a TraceFormatError naming the table and column that cannot be stored."""
     import pyarrow as pa
@@ -595,12 +599,17 @@ class Trace:
                 check_table(name, df, _load_types(name), limits)
             return cls(**tables, meta=meta)
 
-    def save(self, path: str | os.PathLike[str]) -> Path:
+    def save(self, path: str | os.PathLike[str], *, overwrite: bool = True) -> Path:
         """Write the trace to ``path`` and return the path.
 
         ``*.json`` writes one JSON file, ``*.json.gz`` the same gzipped,
         ``*.parquet`` a folder holding ``meta.json`` and one Parquet file per
-        table (needs ``pyarrow``).
+        table (needs ``pyarrow``). The file (or folder) is written beside
+        ``path`` and renamed (swapped) into place, so ``path`` holds the old
+        trace or the new one, whole, even if the save fails; a symbolic link at
+        ``path`` is refused (:class:`vizdist._files.LinkedTarget`), and so is a
+        folder that is not a Parquet trace. ``overwrite=False`` refuses an
+        existing ``path`` (``FileExistsError``), atomically.
 
         Example:
             >>> import tempfile, os
@@ -612,7 +621,7 @@ class Trace:
         p = Path(path)
         name = p.name.lower()
         if name.endswith(".parquet"):
-            return self._save_parquet(p)
+            return self._save_parquet(p, overwrite=overwrite)
         if not (name.endswith(".json") or name.endswith(".json.gz")):
             raise ValueError(
                 f"cannot tell the trace format from {str(p)!r}: use a name ending in "
@@ -624,10 +633,10 @@ class Trace:
                 f'"tables":{tables}}}').encode()
         if name.endswith(".gz"):
             data = gzip.compress(data)
-        write_file(p, lambda fh: fh.write(data))
+        write_file(p, lambda fh: fh.write(data), replace=overwrite)
         return p
 
-    def _save_parquet(self, p: Path) -> Path:
+    def _save_parquet(self, p: Path, *, overwrite: bool) -> Path:
         from vizdist._optional import require
 
         pq = require("pyarrow.parquet", pip="pyarrow", conda="pyarrow")
@@ -643,7 +652,7 @@ class Trace:
 
         p.parent.mkdir(parents=True, exist_ok=True)
         # written beside, then swapped in whole: a failed save leaves the old trace, never a mix
-        return write_folder(p, fill, replaceable=_parquet_trace_folder)
+        return write_folder(p, fill, replaceable=_parquet_trace_folder if overwrite else _never)
 
     # -- comparison and display --------------------------------------------
     def __eq__(self, other: object) -> bool:

@@ -132,14 +132,18 @@ def test_record_worker_shard_does_not_follow_a_planted_link(tmp_path: Path) -> N
     victim.write_text("keep me")
     shards = tmp_path / "shards"
     shards.mkdir()
-    target = shards / "worker-worker-00000.json"
-    target.symlink_to(victim)
-    for name in ("worker-worker-00000.json.tmp", ".worker-worker-00000.json.tmp"):
+    for name in ("worker-worker-00000.json.tmp", ".worker-worker-00000.json.tmp"):  # old fixed temp names: ignored
         (shards / name).symlink_to(victim)
     record_worker_shard(Trace.from_records(elements=[dict(step=0, source_id=1)]), shards,
                         task_type="worker", task_index=0)
-    assert victim.read_text() == "keep me"
-    assert not target.is_symlink() and vizdist_load(target).elements["source_id"].tolist() == [1]
+    assert vizdist_load(shards / "worker-worker-00000.json").elements["source_id"].tolist() == [1]
+    target = shards / "worker-worker-00001.json"
+    target.symlink_to(victim)  # a link at the shard's own name: refused, even with overwrite=True
+    for overwrite in (False, True):
+        with pytest.raises(OSError, match="is a symbolic link"):
+            record_worker_shard(Trace.from_records(elements=[dict(step=0, source_id=2)]), shards,
+                                task_type="worker", task_index=1, overwrite=overwrite)
+    assert victim.read_text() == "keep me" and target.is_symlink()
 
 
 def test_worker_context_names_its_task() -> None:
