@@ -108,17 +108,17 @@ def test_the_scan_above_sees_a_plain_write(tmp_path: Path) -> None:
     assert sorted(w.split()[-1] for w in found) == ["open", "replace", "write_text"]
 
 
-def _shard(path: Path, worker: int) -> None:
+def _shard(path: Path, worker: int) -> None:  # path: a shard's name, worker-<type>-<index>.json
     vizdist.Trace.from_records(elements=[dict(step=0, worker=worker, source_id=worker)]).save(path)
 
 
 def test_a_shard_swapped_for_a_link_to_a_fifo_after_the_listing_is_refused_not_hung(tmp_path: Path,
                                                                                       monkeypatch) -> None:
-    _shard(tmp_path / "worker-0.json", 0)
+    _shard(tmp_path / "worker-worker-00000.json", 0)
     fifo = tmp_path / "elsewhere.fifo"
     os.mkfifo(fifo)
-    os.symlink(fifo, tmp_path / "worker-1.json")  # a link to a FIFO
-    os.mkfifo(tmp_path / "worker-2.json")          # a FIFO in place of a shard
+    os.symlink(fifo, tmp_path / "worker-worker-00001.json")  # a link to a FIFO
+    os.mkfifo(tmp_path / "worker-worker-00002.json")          # a FIFO in place of a shard
     # The folder was listed and checked before the swap: the check saw regular files.
     monkeypatch.setattr(trace_module, "_folder_entry", lambda c: (c.name.endswith(".json"), ""))
     out: list[object] = []
@@ -135,7 +135,7 @@ def test_a_shard_swapped_for_a_link_to_a_fifo_after_the_listing_is_refused_not_h
     th.join(60)
     hung = th.is_alive()
     if hung:  # let the reader go: a writer end opened without blocking releases a reader blocked on open
-        for f in (fifo, tmp_path / "worker-2.json"):
+        for f in (fifo, tmp_path / "worker-worker-00002.json"):
             with pytest.raises(OSError):
                 os.close(os.open(f, os.O_WRONLY | os.O_NONBLOCK))
     assert not hung, "load_trace blocked opening a FIFO"
@@ -143,7 +143,7 @@ def test_a_shard_swapped_for_a_link_to_a_fifo_after_the_listing_is_refused_not_h
     assert isinstance(t, vizdist.Trace), t
     assert t.elements["worker"].tolist() == [0]
     reasons = {Path(s["path"]).name: s["reason"] for s in t.meta["skipped"]}
-    assert "symbolic link" in reasons["worker-1.json"] and "a FIFO" in reasons["worker-2.json"], reasons
+    assert "symbolic link" in reasons["worker-worker-00001.json"] and "a FIFO" in reasons["worker-worker-00002.json"]
 
 
 def test_open_regular_refuses_links_only_when_told(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@
 Usage::
 
     vizdist summary run.json          # the split, step by step, and the findings
-    vizdist merge shards/ merged.json # join per-worker shards into one trace
+    vizdist merge shards/ merged.json # join per-worker shards (worker-<type>-<index>.json) into one trace
     vizdist merge --skip-bad shards/ merged.json  # ... leaving out files that are not readable traces
     vizdist lab                       # open the notebook course in JupyterLab (loopback only)
 
@@ -23,7 +23,7 @@ import warnings
 from pathlib import Path
 
 from vizdist.errors import TraceFormatError
-from vizdist.trace import load_trace
+from vizdist.trace import SHARD_NAME, load_trace
 
 # C0 and C1 control characters (but newline and tab) and the bidirectional overrides/isolates,
 # which can reorder what a terminal shows: printed escaped.
@@ -81,6 +81,10 @@ def _add_bounds(p: argparse.ArgumentParser) -> None:
 
 
 def _merge(args: argparse.Namespace) -> int:
+    out, shards = Path(args.out), Path(args.shards)
+    if shards.is_dir() and SHARD_NAME.fullmatch(out.name) and out.parent.resolve() == shards.resolve():
+        raise ValueError(f"{args.out!r} would replace the shard of that name in {args.shards!r} (and the next "
+                         "merge would read it as one): write the merged trace under another name.")
     trace = load_trace(args.shards, errors="skip" if args.skip_bad else "raise", **_bounds(args))
     out = trace.save(args.out)
     _say(f"merged {len(trace.meta.get('shards', [1]))} shard(s), {len(trace.elements)} element rows -> {out}")

@@ -744,6 +744,10 @@ def join_reductions(metas: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]] 
 JOINS: dict[str, Callable[[Sequence[Mapping[str, Any]]], Any]] = {"reductions": join_reductions}
 
 
+#: TensorFlow's task types (``TF_CONFIG``'s ``task.type``), the only ones that name a shard file.
+TASK_TYPES = ("chief", "worker", "ps", "evaluator")
+
+
 #: kind -> the TypedDict of its keys.
 KINDS: dict[str, type] = {
     "distribution": DistributionMeta,

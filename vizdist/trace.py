@@ -49,6 +49,7 @@ import gzip
 import json
 import math
 import os
+import re
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -60,7 +61,7 @@ import pandas as pd
 from vizdist import views
 from vizdist._files import NotRegularFile, open_regular, write_file, write_folder
 from vizdist._loadcheck import Limits, OverLimit, check_meta_counts, check_rows, check_table
-from vizdist.contract import JOINS, KINDS, TraceMeta, validate_meta
+from vizdist.contract import JOINS, KINDS, TASK_TYPES, TraceMeta, validate_meta
 from vizdist.errors import TraceFormatError
 
 # KINDS and validate_meta: the meta contract (vizdist/contract.py), re-exported beside SCHEMA.
@@ -120,6 +121,21 @@ EXTRA_COLUMNS: dict[str, dict[str, tuple[str, Any]]] = {
     "events": {"buffered": ("int64", -1), "buffer_limit": ("int64", -1), "origin": ("str", ""),
                "op": ("str", ""), "depth": ("int64", 0)},
 }
+
+
+#: The name of a shard file: ``worker-<task type>-<index>.json``, as :func:`vizdist.record_worker_shard`
+#: writes it. A folder merge reads only files named so.
+SHARD_NAME = re.compile(r"worker-(" + "|".join(TASK_TYPES) + r")-(\d{1,9})\.json")
+
+
+def shard_name(task_type: str, task_index: int) -> str:
+    """The file name of ``task_type:task_index``'s shard.
+
+    Example:
+        >>> shard_name("worker", 3), bool(SHARD_NAME.fullmatch(shard_name("chief", 0)))
+        ('worker-worker-00003.json', True)
+    """
+    return f"worker-{task_type}-{int(task_index):05d}.json"
 
 
 def _load_types(name: str) -> dict[str, tuple[str, bool]]:
@@ -774,23 +790,67 @@ def _load_parquet(p: Path, limits: Limits) -> Trace:
         return Trace(**tables, meta=meta)
 
 
+NOT_A_SHARD = ("not a shard: a folder merge reads only files named worker-<task type>-<index>.json, as "
+               "record_worker_shard writes them (load any other trace by its own path)")
+
+
 def _folder_entry(c: Path) -> tuple[bool, str]:
-    """(is it a trace entry, why it may not be read) for one entry of a shard folder."""
-    n = c.name.lower()
-    if n.endswith(".parquet"):
-        if c.is_symlink():
-            return True, _regular(c)
-        return c.is_dir() and (c / "meta.json").exists(), ""
-    if n.endswith((".json", ".json.gz")):
+    """(is it a shard, why it may not be read / why it is not) for one entry of a shard folder.
+
+    Only a name of the layout :func:`vizdist.record_worker_shard` writes (:data:`SHARD_NAME`) is a shard;
+    another file that looks like a trace (``.json``, ``.json.gz``, ``.parquet``: a merged trace, a copy)
+    is not read, and said so; anything else (notes, vizdist's own temporary files) is passed over.
+    """
+    if SHARD_NAME.fullmatch(c.name):
         return True, _regular(c)
+    if c.name.lower().endswith((".json", ".json.gz", ".parquet")) and not c.name.startswith("."):
+        return False, NOT_A_SHARD
     return False, ""
+
+
+def _shard_task(c: Path) -> str:
+    """``"<type>-<index>"`` of a shard file's name ("" when the name is not a shard's)."""
+    m = SHARD_NAME.fullmatch(c.name)
+    return f"{m[1]}-{int(m[2])}" if m else ""
+
+
+def _folder_listing(p: Path, errors: str) -> tuple[list[Path], list[dict[str, str]]]:
+    """The shards of folder ``p`` to read, in name order, and the entries not read (with why).
+
+    Two names for one task (``worker-worker-1.json`` beside ``worker-worker-00001.json``) are two
+    shards of one task: a :class:`TraceFormatError` naming both, unless ``errors="skip"``.
+    """
+    shards: list[Path] = []
+    skipped: list[dict[str, str]] = []
+    first: dict[str, Path] = {}
+    for c in sorted(p.iterdir()):
+        is_shard, why = _folder_entry(c)
+        task = _shard_task(c) if is_shard else ""
+        if is_shard and not why and task in first:
+            why = f"a second shard for task {task} ({first[task].name} is the first); each task writes one"
+            if errors == "raise":
+                raise TraceFormatError(f"{str(c)!r} is {why}. Remove one, or pass errors='skip'.")
+        if why:
+            skipped.append({"path": str(c), "reason": why})
+        elif is_shard:
+            first.setdefault(task, c)
+            shards.append(c)
+    return shards, skipped
+
+
+def _check_task(c: Path, meta: Mapping[str, Any]) -> None:
+    """A shard's name and the task its meta says wrote it must agree (a copy under another name does not)."""
+    task, wrote = _shard_task(c), meta.get("task")
+    if task and isinstance(wrote, str) and wrote != task:
+        raise TraceFormatError(f"{str(c)!r} is named for task {task} but was written by task {wrote} (its meta's "
+                               "'task'): a copy or a renamed shard, whose rows another shard holds too. Remove it.")
 
 
 def _load_entry(c: Path, limits: Limits) -> Trace:
     """One shard of a folder, opened without following links (the entry may have changed since listed)."""
-    if c.name.lower().endswith(".parquet"):
-        return _load_parquet(c, limits)
-    return Trace.from_dict(_read_json(c, limits, follow=False), source=repr(str(c)), limits=limits)
+    trace = Trace.from_dict(_read_json(c, limits, follow=False), source=repr(str(c)), limits=limits)
+    _check_task(c, trace.meta)
+    return trace
 
 
 class _Shard:
@@ -800,21 +860,22 @@ class _Shard:
         self.meta = meta
 
 
-def _fast_folder(p: Path, limits: Limits) -> Trace | None:
+def _fast_folder(p: Path, entries: list[Path], limits: Limits) -> Trace | None:
     """A folder of JSON shards with the same columns, merged with one table build and one check per table.
 
     A real cluster's folder holds one small shard per worker: building and checking a Trace per shard
     costs about 25 ms of pandas each, so 1,000 workers took over 10 s. Here each shard is read and its
     meta checked as before, its columns are joined as plain lists, and the merged tables are built and
-    checked once. Anything unusual (a Parquet shard, other columns, any error) returns None: the careful
-    path then reads shard by shard and names the file at fault.
+    checked once. Anything unusual (other columns, any error) returns None: the careful path then reads
+    shard by shard and names the file at fault.
     """
-    entries = [c for c in sorted(p.iterdir()) if _folder_entry(c)[0]]
-    if not entries or any(_folder_entry(c)[1] or c.name.lower().endswith(".parquet") for c in entries):
+    if not entries:
         return None
     try:
         docs = [_read_json(c, limits, follow=False) for c in entries]
         metas = [_head_meta(d, repr(str(c)), limits) for d, c in zip(docs, entries, strict=True)]
+        for c, m in zip(entries, metas, strict=True):
+            _check_task(c, m)
         raw = {name: _joined_columns([d["tables"][name] for d in docs]) for name in TABLES}
         if any(r is None for r in raw.values()):
             return None
@@ -838,31 +899,30 @@ def _joined_columns(tables: list[Any]) -> dict[str, Any] | None:
 
 
 def _load_folder(p: Path, errors: str, limits: Limits) -> Trace:
-    """Merge the trace files of a folder (regular files only; see :func:`load_trace`)."""
-    fast = _fast_folder(p, limits)
-    if fast is not None:
-        return fast
-    shards, skipped = [], []
-    for c in sorted(p.iterdir()):
-        is_trace, why = _folder_entry(c)
-        if not is_trace:
-            continue
-        if not why:
+    """Merge the shards of a folder (regular files named as shards only; see :func:`load_trace`)."""
+    entries, skipped = _folder_listing(p, errors)
+    fast = None if any(s["reason"] != NOT_A_SHARD for s in skipped) else _fast_folder(p, entries, limits)
+    shards = []
+    if fast is None:
+        for c in entries:
             try:
                 shards.append(_load_entry(c, limits))
-                continue
             except TraceFormatError as exc:
                 if errors == "raise":
                     raise
-                why = str(exc)
-        skipped.append({"path": str(c), "reason": why})
+                skipped.append({"path": str(c), "reason": str(exc)})
+        skipped.sort(key=lambda s: s["path"])
     if skipped:
         lines = "".join(f"\n  {s['path']}: {s['reason']}" for s in skipped)
         warnings.warn(f"load_trace({str(p)!r}) skipped {len(skipped)} file(s):{lines}", stacklevel=3)
+    if fast is not None:
+        return fast if not skipped else Trace(elements=fast.elements, batches=fast.batches, events=fast.events,
+                                              meta={**fast.meta, "skipped": skipped})
     if not shards:
         raise TraceFormatError(
-            f"folder {str(p)!r} holds no readable trace files (*.json, *.json.gz or *.parquet folders)"
-            + (f"; skipped {len(skipped)}, see the warning above." if skipped else "."))
+            f"folder {str(p)!r} holds no readable shards (files named worker-<task type>-<index>.json, as "
+            "record_worker_shard writes them)" + (f"; skipped {len(skipped)}, see the warning above." if skipped
+                                                  else ". Load a trace file by its own path."))
     try:
         return Trace.merge(shards, meta={"skipped": skipped} if skipped else None)
     except ValueError as exc:
@@ -875,16 +935,22 @@ def load_trace(path: str | os.PathLike[str], *, errors: str = "raise", max_bytes
     """Load a trace written by :meth:`Trace.save`, or merge a folder of shards.
 
     ``path`` may be a ``.json`` / ``.json.gz`` file, a ``.parquet`` trace
-    folder, or any other folder: then every trace file in it (for example
-    one shard per worker, written by each worker of a real cluster) is
-    loaded, in name order, and merged with :meth:`Trace.merge`.
+    folder, or any other folder: then every shard in it (one per task,
+    written by each worker of a real cluster with
+    :func:`vizdist.record_worker_shard`) is loaded, in name order, and merged
+    with :meth:`Trace.merge`.
 
-    In a folder only regular files (and ``.parquet`` folders) directly inside
-    it are read: symbolic links and special files are skipped, listed in
-    ``meta["skipped"]`` and in a warning. A file that is not a readable trace
-    (a damaged shard, an unrelated ``package.json``) raises
-    :class:`TraceFormatError` naming it, unless ``errors="skip"``: then the
-    good shards are merged and the bad ones listed in ``meta["skipped"]``.
+    In a folder only the shards are read: regular files directly inside it
+    named ``worker-<task type>-<index>.json``, the names
+    :func:`vizdist.record_worker_shard` writes (:func:`shard_name`). Other
+    trace files there (a merged trace, a copy), symbolic links and special
+    files are not read, and are listed in ``meta["skipped"]`` and in a
+    warning, so a merge never reads its own output. A shard that is not a
+    readable trace, or a second shard of one task (a copy under another
+    task's name, whose meta's ``task`` says so, or one task under two
+    spellings), raises :class:`TraceFormatError` naming it, unless
+    ``errors="skip"``: then the good shards are merged and the bad ones
+    listed in ``meta["skipped"]``.
     Trace files are data only: loading one never runs code (JSON or Parquet,
     never pickle), and every malformed file is a :class:`TraceFormatError`.
 
@@ -907,7 +973,7 @@ def load_trace(path: str | os.PathLike[str], *, errors: str = "raise", max_bytes
         >>> d = tempfile.mkdtemp()
         >>> for w in range(2):
         ...     _ = Trace.from_records(elements=[dict(step=0, worker=w, source_id=w)]).save(
-        ...         os.path.join(d, f"worker-{w}.json"))
+        ...         os.path.join(d, shard_name("worker", w)))
         >>> load_trace(d).elements["worker"].tolist()
         [0, 1]
     """

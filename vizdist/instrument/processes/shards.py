@@ -44,10 +44,10 @@ from pathlib import Path
 from typing import Any
 
 from vizdist.analysis.topology import resolver_spec
+from vizdist.contract import TASK_TYPES
 from vizdist.instrument.observe.topology import network_meta, sockets
-from vizdist.instrument.processes import jobfiles
 from vizdist.instrument.run.rows import task_number
-from vizdist.trace import Trace
+from vizdist.trace import Trace, shard_name
 
 __all__ = ["TASK_TYPES", "record_worker_shard", "task_from_resolver"]
 
@@ -90,7 +90,6 @@ def task_from_tf_config() -> tuple[str, int, dict[str, Any]]:
     return ttype, tindex, cluster
 
 
-TASK_TYPES = ("chief", "worker", "ps", "evaluator")
 
 
 def checked_task(task_type: Any, task_index: Any) -> tuple[str, int]:
@@ -166,7 +165,7 @@ def record_worker_shard(
     net = network_meta(cluster, seen={f"{task_type}:{task_index}": sockets()}, resolver=source)
     stamped = Trace(elements=stamped.elements, batches=stamped.batches, events=stamped.events,
                     meta={**stamped.meta, "network": net})
-    out = jobfiles.TRACE.path(Path(directory), f"{task_type}-{int(task_index):05d}")
+    out = Path(directory) / shard_name(task_type, task_index)  # the name a folder merge reads
     try:
         return stamped.save(out, overwrite=overwrite)
     except FileExistsError:
