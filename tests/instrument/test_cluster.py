@@ -557,3 +557,38 @@ def test_a_stalled_run_in_a_task_returns_its_trace_before_the_cluster_stops_it()
         trace = cluster.run(_stalls_after_two)
     assert trace.meta["stopped"] == "timeout" and trace.meta["steps_run"] == 2
     assert trace.meta["timeout_s"] < 25
+
+
+# -- issue 36: a failed run keeps what a user needs, says where, and no pickled code -------------
+@pytest.mark.slow
+def test_a_failed_task_keeps_its_logs_where_the_error_says_but_not_the_pickled_callable() -> None:
+    """Issue 36 item 5: the job folder of a plain exception was kept (or not) with job.pkl, and the error said nothing."""
+    import shutil
+
+    with LocalCluster(workers=2, **FAST) as cluster, pytest.raises(TracingError) as info:
+        cluster.run(_fail_on_worker_1)
+    job = cluster.job_dir
+    assert job is not None
+    try:
+        assert f"{job} (kept for you" in str(info.value)
+        kept = sorted(p.name for p in job.iterdir())
+        assert {"spec.json", "error-worker-1.json", "log-worker-0.txt", "log-worker-1.txt"} <= set(kept), kept
+        assert "job.pkl" not in kept and not [k for k in kept if k.startswith(("tmp-", "import"))], kept
+    finally:
+        shutil.rmtree(job, ignore_errors=True)
+
+
+def _writes_a_shard_into_the_job_folder(ctx: WorkerContext) -> Trace:
+    from vizdist.instrument.processes.cluster import record_worker_shard
+
+    trace = Trace.from_records(elements=[dict(step=0, replica=ctx.task_index, source_id=ctx.task_index)])
+    record_worker_shard(trace, ctx.job_dir, task_type=ctx.task_type, task_index=ctx.task_index)
+    return trace
+
+
+@pytest.mark.slow
+def test_the_cluster_merges_only_what_its_tasks_returned() -> None:
+    """A callable that writes a shard into ctx.job_dir: the cluster's merge reads only the tasks' own files."""
+    with LocalCluster(workers=2, **FAST) as cluster:
+        trace = cluster.run(_writes_a_shard_into_the_job_folder)
+    assert sorted(trace.elements["source_id"].tolist()) == [0, 1]

@@ -265,8 +265,21 @@ def test_run_in_graph_mode_reports_the_childs_error() -> None:
     def fails():
         raise ValueError("raised in the child on purpose")
 
-    with pytest.raises(TracingError, match="ValueError in the graph-mode child: raised in the child on purpose"):
+    with pytest.raises(TracingError, match="ValueError in the graph-mode child: raised in the child on purpose") as info:
         vizdist.run_in_graph_mode(fails, devices=1, timeout=120)
+    # issue 36 item 5's sibling: the child's log and error report are kept where the error says, without the pickle
+    import re
+    import shutil
+    from pathlib import Path
+
+    where = re.search(r"are in (\S+) \(kept for you", str(info.value))
+    assert where, str(info.value)
+    job = Path(where[1])
+    try:
+        kept = sorted(p.name for p in job.iterdir())
+        assert "error-graph.json" in kept and "log-graph.txt" in kept and "job.pkl" not in kept, kept
+    finally:
+        shutil.rmtree(job, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------
