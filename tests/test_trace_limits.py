@@ -133,3 +133,38 @@ def test_a_count_in_meta_beyond_max_lanes_is_refused(tmp_path):
     p = _save(tmp_path, doc)
     with pytest.raises(TraceFormatError, match=r"meta key 'num_workers' is 1000000000000, more than max_lanes=10000"):
         load_trace(p)
+
+
+# -- issue 36 item 6: meta strings are bounded at load, and cut wherever vizdist shows them ----------
+def test_a_10_mb_meta_string_is_refused_at_load_naming_the_key_and_cut_when_read_on_purpose(tmp_path, capsys):
+    from vizdist.cli import main
+
+    big = "S" * 10_000_000
+    p = Trace.from_records(elements=[dict(step=0, replica=0, source_id=0, position=0)],
+                           meta={"strategy": big, "num_replicas": 1}).save(tmp_path / "t.json")
+    with pytest.raises(TraceFormatError, match=r"meta key 'strategy' holds a string of 10000000 characters, more than "
+                                               r"max_string=65536; pass load_trace\(\.\.\., max_string=10000000\)"):
+        load_trace(p)
+    assert main(["summary", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert len(err) < 1_000 and "max_string" in err
+    assert main(["summary", str(p), "--max-string", "10000000"]) == 0  # read on purpose: shown cut, and said so
+    out = capsys.readouterr().out
+    assert len(out) < 5_000 and ("characters cut]" in out or "…" in out), out[:300]
+
+
+def test_a_10_mb_kind_is_a_short_error(tmp_path):
+    doc = _doc()
+    doc["meta"]["kind"] = "K" * 10_000_000
+    p = _save(tmp_path, doc)
+    for kwargs in ({}, {"max_string": 20_000_000}):
+        with pytest.raises(TraceFormatError) as err:
+            load_trace(p, **kwargs)
+        assert len(str(err.value)) < 1_000 and "'kind'" in str(err.value)
+
+
+def test_a_meta_key_of_10_mb_is_refused(tmp_path):
+    doc = _doc()
+    doc["meta"]["k" * 100_000] = 1
+    with pytest.raises(TraceFormatError, match=r"meta key 'kkkk.*' is a name of 100000 characters, more than max_string"):
+        load_trace(_save(tmp_path, doc))

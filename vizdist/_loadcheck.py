@@ -21,7 +21,7 @@ import pandas as pd
 
 from vizdist.errors import TraceFormatError
 
-__all__ = ["Limits", "OverLimit", "check_meta_counts", "check_rows", "check_table"]
+__all__ = ["Limits", "OverLimit", "check_meta", "check_meta_counts", "check_rows", "check_table"]
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 #: Columns whose distinct values become rows or lanes of a view.
@@ -77,6 +77,45 @@ def check_meta_counts(meta: Mapping[str, Any], limits: Limits) -> None:
         if isinstance(value, int) and value > limits.max_lanes:
             raise OverLimit(f"meta key {key!r} is {value}, more than max_lanes={limits.max_lanes}; pass "
                             f"load_trace(..., max_lanes={value}) to read it")
+
+
+def check_meta(meta: Mapping[str, Any], limits: Limits) -> None:
+    """Bound what a trace file's meta holds, as its tables are: no string (value or key) longer than
+    ``max_string``, no list longer than ``max_rows``, and no Infinity or NaN (JSON has neither; vizdist
+    never writes one). The error names the key (``"reductions[0].results[1].value"``).
+
+    Example:
+        >>> check_meta({"a": [1.0, {"b": float("inf")}]}, Limits())
+        Traceback (most recent call last):
+        ...
+        vizdist.errors.TraceFormatError: meta key 'a[1].b' holds inf, which a trace file cannot hold (JSON has no Infinity or NaN)
+    """
+    stack: list[tuple[str, Any]] = [("", meta)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, str):
+            if len(value) > limits.max_string:
+                raise OverLimit(f"meta key {_key(where)!r} holds a string of {len(value)} characters, more than "
+                                f"max_string={limits.max_string}; pass load_trace(..., max_string={len(value)})")
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                raise TraceFormatError(f"meta key {_key(where)!r} holds {value}, which a trace file cannot hold "
+                                       "(JSON has no Infinity or NaN)")
+        elif isinstance(value, Mapping):
+            for k in value:
+                if len(str(k)) > limits.max_string:
+                    raise OverLimit(f"meta key {_key(f'{where}.{k}' if where else str(k))!r} is a name of "
+                                    f"{len(str(k))} characters, more than max_string={limits.max_string}")
+            stack.extend((f"{where}.{k}" if where else str(k), v) for k, v in value.items())
+        elif isinstance(value, list):
+            if len(value) > limits.max_rows:
+                raise OverLimit(f"meta key {_key(where)!r} holds a list of {len(value)} items, more than "
+                                f"max_rows={limits.max_rows}; pass load_trace(..., max_rows={len(value)})")
+            stack.extend((f"{where}[{i}]", v) for i, v in enumerate(value))
+
+
+def _key(where: str) -> str:
+    return where if len(where) <= 60 else where[:57] + "..."
 
 
 def check_table(table: str, df: pd.DataFrame, types: Mapping[str, tuple[str, bool]], limits: Limits) -> None:

@@ -22,6 +22,7 @@ import sys
 import warnings
 from pathlib import Path
 
+from vizdist._clip import MAX_LINE, clip
 from vizdist.errors import TraceFormatError
 from vizdist.trace import SHARD_NAME, load_trace
 
@@ -46,7 +47,9 @@ _SKIP_HELP = "in a folder, merge the readable shards and list the others (defaul
 
 
 def _say(text: str, *, err: bool = False) -> None:
-    print(printable(text), file=sys.stderr if err else sys.stdout)
+    """Print ``text`` escaped, each line cut at :data:`vizdist._clip.MAX_LINE` characters (saying so)."""
+    lines = (clip(line, MAX_LINE) for line in printable(text).split("\n"))
+    print("\n".join(lines), file=sys.stderr if err else sys.stdout)
 
 
 def _summary(args: argparse.Namespace) -> int:

@@ -863,7 +863,7 @@ def validate_meta(meta: Mapping[str, Any], *, source: str = "trace meta") -> Tra
     out = {"kind": kind, **{k: v for k, v in meta.items() if k != "kind"}}
     if not isinstance(kind, str) or kind not in KINDS:
         raise TraceFormatError(
-            f"{source}: key 'kind' is {kind!r}; vizdist knows {sorted(KINDS)}. "
+            f"{source}: key 'kind' is {_short(kind)}; vizdist knows {sorted(KINDS)}. "
             "Is the trace from a newer vizdist? Upgrade vizdist, or re-record it.")
     hints = _hints(KINDS[kind])
     for key, value in out.items():

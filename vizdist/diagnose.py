@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from vizdist._clip import MAX_MESSAGE, clip
+
 if TYPE_CHECKING:  # pandas and the trace load on the first diagnose() call, not on ``import vizdist``
     import pandas as pd
 
@@ -139,6 +141,7 @@ def diagnose(trace: Trace, *, severity: str | None = None) -> pd.DataFrame:
     _load_checks()
     rows = _record_rows(trace) if _is_record(trace) else _rows(trace)
     df = pd.DataFrame(rows, columns=COLUMNS)
+    df["message"] = [clip(m, MAX_MESSAGE) for m in df["message"].tolist()]  # a hostile value is cut, and says so
     if severity is not None:
         keep = SEVERITIES[: SEVERITIES.index(severity) + 1]
         df = df[df["severity"].isin(keep)]

@@ -60,7 +60,7 @@ import pandas as pd
 
 from vizdist import views
 from vizdist._files import NotRegularFile, open_regular, write_file, write_folder
-from vizdist._loadcheck import Limits, OverLimit, check_meta_counts, check_rows, check_table
+from vizdist._loadcheck import Limits, OverLimit, check_meta, check_meta_counts, check_rows, check_table
 from vizdist.contract import JOINS, KINDS, TASK_TYPES, TraceMeta, validate_meta
 from vizdist.errors import TraceFormatError
 
@@ -362,6 +362,8 @@ def _head_meta(doc: Any, source: str, limits: Limits) -> TraceMeta:
         raise TraceFormatError(f"{source} is a damaged vizdist trace: it has {what}. Re-record it.")
     if version >= 2 and "kind" not in meta:
         raise TraceFormatError(f"{source} is a damaged vizdist trace: its meta has no 'kind'. Re-record it.")
+    with _damaged(source):
+        check_meta(meta, limits)  # bounded and finite, before anything reads it
     checked = validate_meta(meta, source=source)  # version 1: kind inferred
     with _damaged(source):
         check_meta_counts(checked, limits)
@@ -690,7 +692,7 @@ class Trace:
     def __repr__(self) -> str:
         m = self.meta
         parts = [
-            f"strategy={m.get('strategy', '?')}",
+            f"strategy={_clip(str(m.get('strategy', '?')), 80)}",
             f"replicas={m.get('num_replicas', len(self.replicas))}",
             f"steps={len(self.steps)}",
             f"elements={len(self.elements)}",

@@ -14,11 +14,16 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from vizdist._optional import require
+from vizdist.render._text import short
 from vizdist.render.html import cell_html, findings_html, ids_text, split_html
 from vizdist.render.layout import split_layout
 from vizdist.trace import Trace
 
-__all__ = ["Explorer", "show", "split_text"]
+__all__ = ["CARDS", "TEXT_REPLICAS", "Explorer", "show", "split_text"]
+
+#: Replicas the explorer shows (one card each; its static table too) and the text view prints per step.
+CARDS = 64
+TEXT_REPLICAS = 16
 
 if TYPE_CHECKING:  # mypy reads the base classes from the package itself
     import ipywidgets as widgets
@@ -41,12 +46,16 @@ def split_text(layout: dict[str, Any], findings: pd.DataFrame) -> str:
     lines = [layout["title"]]
     for s, cells in zip(layout["steps"], layout["cells"], strict=False):
         parts = []
-        for rep, c in zip(layout["replicas"], cells, strict=False):
+        for rep, c in list(zip(layout["replicas"], cells, strict=False))[:TEXT_REPLICAS]:
             body = "empty" if c["empty"] or not c["labels"] else "[" + ids_text(c["labels"]) + "]"
             parts.append(f"r{rep['id']} {body}")
         lines.append(f"  step {s}: " + " | ".join(parts))
     if layout["total_steps"] > len(layout["steps"]):
         lines.append(f"  ... {layout['total_steps'] - len(layout['steps'])} more steps")
+    total = layout.get("total_replicas", len(layout["replicas"]))
+    if total > TEXT_REPLICAS:
+        lines.append(f"  first {TEXT_REPLICAS} of {total} replicas shown ({total - TEXT_REPLICAS} more replicas "
+                     "not shown)")
     if findings.empty:
         lines.append("findings: none")
     else:
@@ -68,8 +77,8 @@ class Explorer(widgets.VBox):  # type: ignore[misc]  # the base class comes from
         from vizdist.diagnose import diagnose
 
         self._trace = trace
-        self._layout = split_layout(trace)
-        self._static_layout = split_layout(trace, max_steps=max_steps)
+        self._layout = split_layout(trace, max_replicas=CARDS)
+        self._static_layout = split_layout(trace, max_steps=max_steps, max_replicas=CARDS)
         self._findings = diagnose(trace)
         steps = self._layout["steps"] or [0]
         self._steps = steps
@@ -106,7 +115,7 @@ class Explorer(widgets.VBox):  # type: ignore[misc]  # the base class comes from
         bits = [f"<b>{escape(self._layout['title'])}</b>"]
         prov = m.get("provenance")
         if prov:
-            bits.append(f"<small>ids: {escape(str(prov))}</small>")
+            bits.append(f"<small>ids: {escape(short(prov))}</small>")
         return " &nbsp; ".join(bits)
 
     def _on_step(self, change: dict[str, Any]) -> None:

@@ -16,6 +16,7 @@ def plot_split(
     trace: Trace,
     *,
     max_steps: int = 12,
+    max_replicas: int = 16,
     cmap: str = "viridis",
     title: str | None = None,
     ax: Any = None,
@@ -28,6 +29,7 @@ def plot_split(
     Args:
         trace: a recorded run.
         max_steps: draw at most this many steps (the title says how many exist).
+        max_replicas: draw at most this many replicas (the first ones; the title says how many exist).
         cmap: matplotlib colormap for source order.
         title: figure title (default: strategy, replicas, global batch).
         ax: draw into this Axes instead of a new figure.
@@ -48,7 +50,7 @@ def plot_split(
 
     if not isinstance(trace, Trace):
         raise TypeError(f"plot_split takes a vizdist.Trace; got {type(trace).__name__}.")
-    lay = split_layout(trace, max_steps=max_steps)
+    lay = split_layout(trace, max_steps=max_steps, max_replicas=max_replicas)
     n_rep, n_step = len(lay["replicas"]), len(lay["steps"])
     if ax is None:
         fig, ax = plt.subplots(figsize=(1.2 + 2.1 * max(n_rep, 1), 0.9 + 0.55 * max(n_step, 1)))
@@ -87,10 +89,18 @@ def plot_split(
     ax.tick_params(length=0)
     for spine in ax.spines.values():
         spine.set_visible(False)
-    shown = "" if lay["total_steps"] <= n_step else f"  (first {n_step} of {lay['total_steps']} steps)"
-    ax.set_title((title or lay["title"]) + shown, fontsize=10, pad=28)
+    ax.set_title((title or lay["title"]) + _shown(lay), fontsize=10, pad=28)
     plain_figure(fig).tight_layout()
     return described(plain_figure(fig), _split_summary(lay))
+
+
+def _shown(lay: dict[str, Any]) -> str:
+    """What the title says a split figure left out (the first steps and replicas are drawn)."""
+    n_rep, n_step = len(lay["replicas"]), len(lay["steps"])
+    shown = "" if lay["total_steps"] <= n_step else f"  (first {n_step} of {lay['total_steps']} steps)"
+    if lay["total_replicas"] > n_rep:
+        shown += f"  (first {n_rep} of {lay['total_replicas']} replicas)"
+    return shown
 
 
 def _split_summary(lay: dict[str, Any]) -> str:
@@ -100,5 +110,7 @@ def _split_summary(lay: dict[str, Any]) -> str:
     n = sum(len(c["ids"]) for _, _, c in cells)
     empty = [(s, r) for s, r, c in cells if c["empty"] or not c["ids"]]
     partial = [(s, r) for s, r, c in cells if c["partial"] and not c["empty"]]
-    return (f"split of {len(lay['steps'])} of {lay['total_steps']} step(s) x {len(lay['replicas'])} replica(s), "
+    reps = len(lay["replicas"])
+    of = f" of {lay['total_replicas']}" if lay.get("total_replicas", reps) > reps else ""
+    return (f"split of {len(lay['steps'])} of {lay['total_steps']} step(s) x {reps}{of} replica(s), "
             f"{n} element(s); empty (step, replica): {empty or 'none'}; partial: {partial or 'none'}")

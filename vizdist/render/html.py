@@ -63,6 +63,9 @@ def split_html(layout: dict[str, Any], *, step: int | None = None, title: bool =
     more = ""
     if layout["total_steps"] > len(layout["steps"]):
         more = f'<p><small>first {len(layout["steps"])} of {layout["total_steps"]} steps shown</small></p>'
+    if layout.get("total_replicas", len(layout["replicas"])) > len(layout["replicas"]):
+        more += (f'<p><small>first {len(layout["replicas"])} of {layout["total_replicas"]} replicas shown</small>'
+                 '</p>')
     head_title = f"<b>{escape(layout['title'])}</b>" if title else ""
     return (
         f'<div class="vizdist-split">{head_title}'
