@@ -142,3 +142,56 @@ def test_10000_workers_in_a_topology_draw_a_bounded_figure():
     lay = _timed(lambda: topology_layout(spec))
     assert len(lay["nodes"]) <= 65 and any(f"{n - 64:,} more tasks" in note for note in lay["notes"])
     assert _png(_timed(lambda: vizdist.plot_topology(spec))).startswith(b"\x89PNG")
+
+
+def _meta_trace(kind: str, n: int) -> Trace:
+    """A trace whose meta (or elements) hold ``n`` entries of what one view draws."""
+    el = [dict(step=0, replica=0, source_id=0, position=0)]
+    if kind == "placement":
+        ops = [dict(stage=("pipeline", "step", "host")[i % 3], kind="graph", op_type=f"Op{i}", op_name=f"n{i}",
+                    graph="g", device=f"/device:CPU:{i % (n // 10)}", count=1, first_step=0, last_step=0)
+               for i in range(n)]
+        copies = [dict(src=f"/device:CPU:{i}", dst=f"/device:CPU:{i + 1}", via="x", count=1) for i in range(n // 10)]
+        return Trace.from_records(elements=el, meta={"placement": {"ops": ops, "copies": copies, "steps_marked": 10**12}})
+    if kind == "closures":
+        cl = [dict(closure=i, worker=i % (n // 10), status="done", attempts=[
+            dict(worker=i % (n // 10), outcome="done", t_start_ns=i, t_end_ns=i + 1)]) for i in range(n)]
+        return Trace.from_records(elements=el, meta={"kind": "parameter_server", "closures": cl, "num_workers": 10_000})
+    if kind == "variables":
+        rows = [dict(variable=f"v{i // 4}", shard=i % 4, shards=4, shape=[4], rows=f"{i % 4 * 4}:{i % 4 * 4 + 4}",
+                     bytes=16, job="ps", task=i % 1000) for i in range(n)]
+        return Trace.from_records(elements=el, meta={"kind": "parameter_server", "variables": rows})
+    if kind == "service":
+        return Trace.from_records(elements=[dict(step=i // 4, source_id=i, worker=i % 1000, consumer=i % 1000,
+                                                 order=i) for i in range(n)],
+                                  meta={"kind": "data_service", "num_workers": 1000, "sharding_policy": "OFF"})
+    inputs = [dict(replica=i, device=f"CPU:{i}", value=[float(i)] * 8, type="float") for i in range(n)]
+    return Trace.from_records(elements=el, meta={"reductions": [dict(
+        call="reduce", reduce_op="SUM", inputs=inputs, results=inputs, expected=1.0, ops=[], workers=[0])]})
+
+
+def test_views_of_long_meta_lists_draw_the_first_ones_and_say_so():
+    n = 20_000
+    placement = _meta_trace("placement", n)
+    fig = _timed(placement.plot.placement)
+    assert any("(first 40 of 100 rows)" in x.get_text() for x in fig.findobj(matplotlib.text.Text))
+    view = _timed(lambda: placement.show("placement"))
+    assert "first 32 of 2,001 devices shown" in repr(view) and len(view.layout["steps"]) == 100_000
+    assert len(_timed(view._repr_mimebundle_)["text/html"]) < 600_000
+    closures = _meta_trace("closures", n)
+    fig = _timed(closures.plot.closures)
+    assert "(first 32 of 10,000 workers, 320 of 20,000 attempts drawn)" in fig.axes[0].get_title(loc="left")
+    assert repr(fig).startswith(f"<Figure: {n} closure(s), {n} attempt(s)") and len(repr(fig)) < 1_000
+    fig = _timed(_meta_trace("variables", n).plot.variable_shards)
+    assert "(first 40 of 5,000 variables)" in fig.axes[0].get_title(loc="left") and len(repr(fig)) < 10_000
+    service = _meta_trace("service", n)
+    assert "first 32 of 1000 workers" in _timed(service.plot.coverage).axes[0].get_title()
+    assert "(first 32 of 1000 consumers)" in _timed(service.plot.streams).axes[0].get_title()
+    reduction = _timed(lambda: _meta_trace("reduction", n).show("reduction"))
+    assert "first 32 of 20000 inputs" in reduction.layout["note"] and len(repr(reduction)) < 5_000
+    assert _timed(reduction._repr_mimebundle_)["image/png"]
+
+
+def test_timing_statistics_of_a_trace_without_profiler_columns_are_empty_not_a_key_error():
+    t = Trace.from_records(events=[dict(lane="w0 host", stage="consume", step=0, t_start_ns=0, t_end_ns=1)])
+    assert t.timing.prefetch_buffers().empty
