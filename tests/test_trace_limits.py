@@ -6,6 +6,7 @@ import gzip
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from vizdist.errors import TraceFormatError
@@ -168,3 +169,99 @@ def test_a_meta_key_of_10_mb_is_refused(tmp_path):
     doc["meta"]["k" * 100_000] = 1
     with pytest.raises(TraceFormatError, match=r"meta key 'kkkk.*' is a name of 100000 characters, more than max_string"):
         load_trace(_save(tmp_path, doc))
+
+
+# -- issue 36 item 8: loading holds at most a few times a trace's real size -------------------------
+def _whitespace_bomb(path: Path, blanks: int) -> Path:
+    """A real trace with ``blanks`` bytes of whitespace inside it, gzipped (a few hundred KB on disk)."""
+    doc = json.dumps(_doc()).encode()
+    with gzip.open(path, "wb", compresslevel=9) as fh:
+        fh.write(doc[:-1])
+        block = b" \n\t\r" * (1 << 18)  # 1 MiB
+        for _ in range(blanks // len(block)):
+            fh.write(block)
+        fh.write(b"}")
+    return path
+
+
+def test_a_whitespace_bomb_loads_holding_a_few_times_the_trace_not_its_blanks(tmp_path):
+    import tracemalloc
+
+    p = _whitespace_bomb(tmp_path / "bomb.json.gz", 256 << 20)  # 256 MiB of blanks around a 1 KB trace
+    assert p.stat().st_size < 1_000_000
+    tracemalloc.start()
+    try:
+        t = load_trace(p)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(t.elements) == 1
+    assert peak < 30_000_000, peak  # holding the blanks took twice their size (512 MiB here)
+
+
+def test_pretty_printed_json_still_loads(tmp_path):
+    """Whitespace inside strings is kept; whitespace between tokens goes (a trace saved with indent=2)."""
+    t = Trace.from_records(elements=[dict(step=0, replica=0, source_id=0, source_file='a  b\n c " \\ d.txt')],
+                           meta={"note": "two  spaces", "api": "x" * 70_000}, events=[dict(lane="w0   host")])
+    p = tmp_path / "pretty.json"
+    p.write_text(json.dumps(t.to_dict(), indent=8))
+    assert load_trace(p, max_string=100_000) == t
+
+
+def test_a_folder_of_shards_is_bounded_as_a_whole(tmp_path):
+    """Each shard within max_bytes, six of them over it together: refused, naming the folder and the bound."""
+    from vizdist.trace import shard_name
+
+    for w in range(6):
+        Trace.from_records(elements=[dict(step=0, replica=w, source_id=i) for i in range(40)]).save(
+            tmp_path / shard_name("worker", w))
+    one = (tmp_path / shard_name("worker", 0)).stat().st_size
+    limit = 3 * one
+    for w in range(6):
+        assert len(load_trace(tmp_path / shard_name("worker", w), max_bytes=limit).elements) == 40
+    with pytest.raises(TraceFormatError, match=rf"folder .*: its shards hold more than max_bytes={limit} bytes of "
+                                               r"JSON together \(after gunzip\)"):
+        load_trace(tmp_path, max_bytes=limit)
+    with pytest.raises(TraceFormatError, match=r"table 'elements' has 240 rows, more than max_rows=100"):
+        load_trace(tmp_path, max_rows=100)
+    (tmp_path / shard_name("worker", 9)).write_text(json.dumps(_doc(events=_events(extra=("str", ["a", "b"])))))
+    with pytest.raises(TraceFormatError, match=r"has 241 rows, more than max_rows=200"):  # shard by shard, too
+        load_trace(tmp_path, max_rows=200)
+
+
+def test_a_parquet_list_column_is_a_clear_error_naming_file_table_and_column(tmp_path, capsys):
+    """Issue 36 item 9: a Parquet list<int> extra column crashed `vizdist merge` with a TypeError traceback."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from vizdist.cli import main
+
+    p = Trace.from_records(elements=[dict(step=0, replica=0, source_id=0)]).save(tmp_path / "t.parquet")
+    table = pq.read_table(p / "batches.parquet").append_column("sizes", pa.array([], pa.list_(pa.int64())))
+    pq.write_table(table, p / "batches.parquet")
+    with pytest.raises(TraceFormatError, match=r"t\.parquet'.* table 'batches' column 'sizes' is a Parquet "
+                                               r"list<element: int64> column"):
+        load_trace(p)
+    assert main(["merge", str(p), str(tmp_path / "out.json")]) == 2
+    err = capsys.readouterr().err
+    assert "column 'sizes'" in err and "Traceback" not in err
+    # and vizdist never writes what it would refuse: a list-valued column saves as JSON only
+    t = Trace.from_records(batches=[dict(step=0, replica=0, sizes=[1, 2])])
+    with pytest.raises(TraceFormatError, match="table 'batches' column 'sizes' holds values that are not text"):
+        t.save(tmp_path / "lists.parquet")
+    assert load_trace(t.save(tmp_path / "lists.json")).batches["sizes"].tolist() == [[1, 2]]
+
+
+def test_a_parquet_dictionary_column_is_bounded_before_it_is_decoded(tmp_path):
+    """A few KB of Parquet can hold one long string referenced by every row: bounded by max_bytes decoded."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+
+    p = Trace.from_records(elements=[dict(step=0, replica=0, source_id=0)]).save(tmp_path / "t.parquet")
+    n = 2_000
+    codes = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array(["x" * 60_000]))
+    pq.write_table(pa.table({"step": pa.array(np.zeros(n, np.int64)), "device": codes.cast(pa.string())}),
+                   p / "elements.parquet", use_dictionary=True)
+    assert (p / "elements.parquet").stat().st_size < 200_000
+    with pytest.raises(TraceFormatError, match=r"more than max_bytes=10000000 bytes"):
+        load_trace(p, max_bytes=10_000_000)
+    assert len(load_trace(p).elements) == n  # 120 MB decoded is within the default bound

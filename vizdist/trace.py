@@ -60,7 +60,16 @@ import pandas as pd
 
 from vizdist import views
 from vizdist._files import NotRegularFile, open_regular, write_file, write_folder
-from vizdist._loadcheck import Limits, OverLimit, check_meta, check_meta_counts, check_rows, check_table
+from vizdist._loadcheck import (
+    Budget,
+    Limits,
+    OverLimit,
+    check_meta,
+    check_meta_counts,
+    check_rows,
+    check_table,
+    read_compact,
+)
 from vizdist.contract import JOINS, KINDS, TASK_TYPES, TraceMeta, validate_meta
 from vizdist.errors import TraceFormatError
 
@@ -729,21 +738,23 @@ def _plain_text(df: pd.DataFrame) -> pd.DataFrame:
     return df.astype(cats) if cats else df
 
 
-def _read_json(p: Path, limits: Limits, *, follow: bool = True) -> Any:
-    """The JSON document in ``p`` (gunzipped for ``.gz``); ``follow=False`` refuses a link at ``p``."""
+def _read_json(p: Path, limits: Limits, *, follow: bool = True, budget: Budget | None = None) -> Any:
+    """The JSON document in ``p`` (gunzipped for ``.gz``); ``follow=False`` refuses a link at ``p``.
+
+    What is read counts against ``budget`` (a folder's, shared by its shards), else against the file's own
+    ``max_bytes``; whitespace padding is dropped as it is read (:func:`vizdist._loadcheck.read_compact`).
+    """
+    budget = budget or Budget(limits.max_bytes, repr(str(p)))
     try:
         with open_regular(p, follow=follow) as raw:
             if p.name.lower().endswith(".gz"):
                 with gzip.GzipFile(fileobj=raw) as fh:
-                    data = fh.read(limits.max_bytes + 1)
+                    data = read_compact(fh, budget, limits)  # type: ignore[arg-type]  # GzipFile reads bytes
             else:
-                data = raw.read(limits.max_bytes + 1)
-        if len(data) > limits.max_bytes:
-            raise OverLimit(f"{str(p)!r} holds more than max_bytes={limits.max_bytes} bytes of JSON (after "
-                            "gunzip); to read a trace this big on purpose, pass load_trace(..., max_bytes=...)")
-        return json.loads(data.decode("utf-8"))
-    except OverLimit:
-        raise
+                data = read_compact(raw, budget, limits)
+        return json.loads(data)
+    except OverLimit as exc:
+        raise OverLimit(str(exc) if str(exc).startswith(("folder ", repr(str(p)))) else f"{str(p)!r}: {exc}") from None
     except NotRegularFile as exc:
         raise TraceFormatError(f"{exc}: a trace is a regular file") from None
     except (ValueError, EOFError, OSError, RecursionError, MemoryError) as exc:
@@ -767,29 +778,64 @@ def _regular(p: Path) -> str:
 def _load_parquet(p: Path, limits: Limits) -> Trace:
     from vizdist._optional import require
 
-    pq = require("pyarrow.parquet", pip="pyarrow", conda="pyarrow")
+    require("pyarrow.parquet", pip="pyarrow", conda="pyarrow")
     source = repr(str(p))
     files = [p / "meta.json"] + [p / f"{name}.parquet" for name in TABLES]
     for f in files:
         why = "missing" if not (f.exists() or f.is_symlink()) else _regular(f)
         if why:
             raise TraceFormatError(f"{source} is a damaged vizdist trace: {f.name} is {why}.")
-    meta = _head_meta(_read_json(files[0], limits, follow=False), source, limits)
+    budget = Budget(limits.max_bytes, source)  # the trace's files together, as a JSON trace's one file
+    meta = _head_meta(_read_json(files[0], limits, follow=False, budget=budget), source, limits)
     tables = {}
     for name, f in zip(TABLES, files[1:], strict=True):
         try:
             with open_regular(f, follow=False) as fh:
-                table = pq.ParquetFile(fh)
-                check_rows(name, table.metadata.num_rows, limits)  # as declared, before reading any
-                tables[name] = table.read().to_pandas()
-        except OverLimit as exc:
-            raise OverLimit(f"{source}: {exc}") from None
+                tables[name] = _parquet_table(name, fh, limits, budget)
+        except TraceFormatError as exc:
+            raise type(exc)(f"{source}: {exc}") from None
         except Exception as exc:  # pyarrow raises many types
             raise TraceFormatError(f"{str(f)!r} is not readable Parquet ({_clip(str(exc))}).") from None
     with _damaged(source):
         for name, df in tables.items():
             check_table(name, df, _load_types(name), limits)
         return Trace(**tables, meta=meta)
+
+
+def _parquet_table(name: str, fh: Any, limits: Limits, budget: Budget) -> pd.DataFrame:
+    """One table of a Parquet trace, its bounds checked before its data is read (and, for text stored once
+    and referenced by every row, before it is decoded)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    info = pq.ParquetFile(fh)
+    check_rows(name, info.metadata.num_rows, limits)  # as declared, before reading any
+    schema = info.schema_arrow
+    for field in schema:
+        if not _storable_arrow(field.type):
+            raise TraceFormatError(f"table {name!r} column {field.name!r} is a Parquet {field.type} column, which "
+                                   "traces do not store (numbers, true/false or text only)")
+    budget.take(sum(info.metadata.row_group(i).total_byte_size for i in range(info.metadata.num_row_groups)))
+    text = [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
+    fh.seek(0)
+    table = pq.ParquetFile(fh, read_dictionary=text).read()  # text as stored: each distinct string once
+    for col in text:
+        chunks = table.column(col).chunks
+        budget.take(sum(int(pc.sum(pc.take(pc.binary_length(c.dictionary), c.indices)).as_py() or 0)
+                        for c in chunks if len(c)))  # its size once decoded, before it is
+        table = table.set_column(table.schema.get_field_index(col), col, table.column(col).cast(schema.field(col).type))
+    return table.to_pandas()
+
+
+def _storable_arrow(t: Any) -> bool:
+    """Arrow types a trace table may hold: what :func:`_check_storable` lets Trace.save write."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(t):
+        return bool(pa.types.is_string(t.value_type) or pa.types.is_large_string(t.value_type))
+    return bool(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t) or pa.types.is_null(t)
+                or pa.types.is_string(t) or pa.types.is_large_string(t))
 
 
 NOT_A_SHARD = ("not a shard: a folder merge reads only files named worker-<task type>-<index>.json, as "
@@ -848,9 +894,9 @@ def _check_task(c: Path, meta: Mapping[str, Any]) -> None:
                                "'task'): a copy or a renamed shard, whose rows another shard holds too. Remove it.")
 
 
-def _load_entry(c: Path, limits: Limits) -> Trace:
+def _load_entry(c: Path, limits: Limits, budget: Budget) -> Trace:
     """One shard of a folder, opened without following links (the entry may have changed since listed)."""
-    trace = Trace.from_dict(_read_json(c, limits, follow=False), source=repr(str(c)), limits=limits)
+    trace = Trace.from_dict(_read_json(c, limits, follow=False, budget=budget), source=repr(str(c)), limits=limits)
     _check_task(c, trace.meta)
     return trace
 
@@ -862,7 +908,7 @@ class _Shard:
         self.meta = meta
 
 
-def _fast_folder(p: Path, entries: list[Path], limits: Limits) -> Trace | None:
+def _fast_folder(p: Path, entries: list[Path], limits: Limits, budget: Budget) -> Trace | None:
     """A folder of JSON shards with the same columns, merged with one table build and one check per table.
 
     A real cluster's folder holds one small shard per worker: building and checking a Trace per shard
@@ -874,7 +920,7 @@ def _fast_folder(p: Path, entries: list[Path], limits: Limits) -> Trace | None:
     if not entries:
         return None
     try:
-        docs = [_read_json(c, limits, follow=False) for c in entries]
+        docs = [_read_json(c, limits, follow=False, budget=budget) for c in entries]
         metas = [_head_meta(d, repr(str(c)), limits) for d, c in zip(docs, entries, strict=True)]
         for c, m in zip(entries, metas, strict=True):
             _check_task(c, m)
@@ -886,6 +932,10 @@ def _fast_folder(p: Path, entries: list[Path], limits: Limits) -> Trace | None:
             for name, df in tables.items():
                 check_table(name, df, _load_types(name), limits)
             return Trace(**tables, meta=_merged_meta([_Shard(m) for m in metas], None))
+    except OverLimit as exc:
+        if str(exc).startswith("folder "):
+            raise  # the folder as a whole is over a bound: no shard is at fault
+        return None
     except (TraceFormatError, ValueError, TypeError, KeyError):
         return None
 
@@ -903,14 +953,17 @@ def _joined_columns(tables: list[Any]) -> dict[str, Any] | None:
 def _load_folder(p: Path, errors: str, limits: Limits) -> Trace:
     """Merge the shards of a folder (regular files named as shards only; see :func:`load_trace`)."""
     entries, skipped = _folder_listing(p, errors)
-    fast = None if any(s["reason"] != NOT_A_SHARD for s in skipped) else _fast_folder(p, entries, limits)
+    where = repr(str(p))
+    fast = (None if any(s["reason"] != NOT_A_SHARD for s in skipped)
+            else _fast_folder(p, entries, limits, Budget(limits.max_bytes, where, folder=True)))
     shards = []
     if fast is None:
+        budget = Budget(limits.max_bytes, where, folder=True)  # the bounds hold for the folder as a whole
         for c in entries:
             try:
-                shards.append(_load_entry(c, limits))
+                shards.append(_load_entry(c, limits, budget))
             except TraceFormatError as exc:
-                if errors == "raise":
+                if errors == "raise" or str(exc).startswith("folder "):  # a folder over a bound: no shard to skip
                     raise
                 skipped.append({"path": str(c), "reason": str(exc)})
         skipped.sort(key=lambda s: s["path"])
@@ -926,9 +979,13 @@ def _load_folder(p: Path, errors: str, limits: Limits) -> Trace:
             "record_worker_shard writes them)" + (f"; skipped {len(skipped)}, see the warning above." if skipped
                                                   else ". Load a trace file by its own path."))
     try:
-        return Trace.merge(shards, meta={"skipped": skipped} if skipped else None)
+        merged = Trace.merge(shards, meta={"skipped": skipped} if skipped else None)
     except ValueError as exc:
         raise TraceFormatError(f"the traces in folder {str(p)!r} cannot be merged: {exc}") from None
+    with _damaged(f"folder {where}"):
+        for name in TABLES:
+            check_rows(name, len(getattr(merged, name)), limits)
+    return merged
 
 
 def load_trace(path: str | os.PathLike[str], *, errors: str = "raise", max_bytes: int = Limits.max_bytes,
