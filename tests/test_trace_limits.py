@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +49,16 @@ def _events(**extra) -> dict:
     ("events", _events(depth=("object", [0, True])), "depth", 1, "bool True where a whole number (int64) belongs"),
     ("elements", {"step": ("int64", [0]), "device": ("object", [{"a": 1}])},
      "device", 0, "dict {'a': 1} where text belongs"),
+    # issue 36 item 9: a null in an extra text column of any table (summary printed an AttributeError)
+    ("elements", {"step": ("int64", [0, 1]), "replica_device": ("str", ["CPU:0", None])},
+     "replica_device", 1, "a null where text belongs"),
+    ("elements", {"step": ("int64", [0, 1]), "replica_device": ("float64", [None, None])},
+     "replica_device", 0, "a null where text belongs"),
+    ("elements", {"step": ("int64", [0, 1]), "replica_device": ("object", ["CPU:0", 3])},
+     "replica_device", 1, "int 3 where text belongs"),
+    # issue 36 item 9: Infinity in a float column (JSON has none; a save would refuse it)
+    ("elements", {"step": ("int64", [0, 1]), "weight": ("float64", [0.5, float("inf")])},
+     "weight", 1, "float inf where a finite number belongs"),
 ])
 def test_a_wrong_value_names_file_table_column_and_row(tmp_path, table, cols, col, row, what):
     p = _save(tmp_path, _doc(**{table: cols}))
@@ -265,3 +276,76 @@ def test_a_parquet_dictionary_column_is_bounded_before_it_is_decoded(tmp_path):
     with pytest.raises(TraceFormatError, match=r"more than max_bytes=10000000 bytes"):
         load_trace(p, max_bytes=10_000_000)
     assert len(load_trace(p).elements) == n  # 120 MB decoded is within the default bound
+
+
+
+# -- issue 36 item 9: Infinity in meta, named at load and at save ------------------------------------
+@pytest.mark.parametrize("where, value", [("note", "Infinity"), ("reductions[0].expected", "NaN"),
+                                          ("timing.anchor.x", "-Infinity"), ("big", "1e999")])
+def test_infinity_in_meta_is_refused_at_load_naming_the_key(tmp_path, where, value):
+    doc = _doc()
+    text = json.dumps(doc)
+    nested = {"note": '"note": %s', "reductions[0].expected": '"reductions": [{"expected": %s}]',
+              "timing.anchor.x": '"timing": {"anchor": {"x": %s}}', "big": '"big": %s'}[where] % value
+    p = tmp_path / "t.json"
+    p.write_text(text.replace('"meta": {', '"meta": {' + nested + ", ", 1))
+    with pytest.raises(TraceFormatError, match=rf"meta key '{re.escape(where)}' holds -?(inf|nan), which a trace file "
+                                               r"cannot hold"):
+        load_trace(p)
+
+
+@pytest.mark.parametrize("name", ["t.json", "t.parquet"])
+def test_a_save_of_infinity_names_the_key_or_the_column(tmp_path, name):
+    t = Trace.from_records(elements=[dict(step=0, source_id=0)], meta={"reductions": [{"expected": float("inf")}]})
+    with pytest.raises(TraceFormatError, match=r"trace meta key 'reductions\[0\]\.expected' holds Infinity or NaN"):
+        t.save(tmp_path / name)
+    t = Trace.from_records(elements=[dict(step=0, source_id=0, weight=float("-inf"))])
+    with pytest.raises(TraceFormatError, match=r"table 'elements' column 'weight' row 0 holds -inf"):
+        t.save(tmp_path / name)
+    assert not (tmp_path / name).exists()
+
+
+# -- issue 36 item 10: record() traces with hostile columns ---------------------------------------
+def _record_doc(col: str, dtype: str, value) -> dict:
+    rows = [dict(step=s, replica=0, source_id=s, position=0, phase="train", epoch=0, epoch_step=s, dataset=0,
+                 repetition=0) for s in range(3)]
+    doc = Trace.from_records(elements=rows, batches=[{k: v for k, v in r.items() if k not in ("source_id", "position")}
+                                                     for r in rows],
+                             meta={"api": "record", "datasets": [{"num_replicas": 1}], "num_replicas": 1}).to_dict()
+    for table in ("elements", "batches"):
+        t = doc["tables"][table]
+        t["dtypes"][t["columns"].index(col)] = dtype
+        t["data"][col][1] = value
+    return doc
+
+
+@pytest.mark.parametrize("col, dtype, value, what", [
+    ("epoch", "object", "x", "str 'x' where a whole number (int64) belongs"),
+    ("epoch", "float64", None, "a null where a whole number (int64) belongs"),
+    ("dataset", "object", [1], "list [1] where a whole number (int64) belongs"),
+    ("dataset", "object", "a", "str 'a' where a whole number (int64) belongs"),
+    ("epoch_step", "float64", 0.5, "float 0.5 where a whole number (int64) belongs"),
+    ("repetition", "object", None, "a null where a whole number (int64) belongs"),
+    ("phase", "object", None, "a null where text belongs"),
+    ("phase", "object", 3, "int 3 where text belongs"),
+])
+def test_a_record_trace_with_hostile_pass_columns_is_refused_at_load(tmp_path, capsys, col, dtype, value, what):
+    """Issue 36 item 10: split(), diagnose(), show() raised raw ValueError/TypeError; summary printed int()'s error."""
+    from vizdist.cli import main
+
+    p = _save(tmp_path, _record_doc(col, dtype, value))
+    with pytest.raises(TraceFormatError) as err:
+        load_trace(p)
+    assert str(err.value) == f"{str(p)!r} is a damaged vizdist trace: table 'elements' column {col!r} row 1: {what}."
+    assert main(["summary", str(p)]) == 2
+    assert f"column {col!r} row 1" in capsys.readouterr().err
+
+
+def test_a_sound_record_trace_still_loads_and_merges_with_one_without_pass_columns(tmp_path):
+    p = _save(tmp_path, _record_doc("epoch", "int32", 0))
+    t = load_trace(p)
+    assert t.split().index.names == ["step", "phase", "epoch", "epoch_step"]
+    plain = Trace.from_records(elements=[dict(step=9, replica=0, source_id=9)], batches=[dict(step=9, replica=0)])
+    merged = Trace.merge([t, plain])  # the pass columns of the plain shard are filled, never left null
+    assert merged.batches["epoch"].tolist()[-1] == -1 and merged.batches["phase"].tolist()[-1] == ""
+    assert load_trace(merged.save(tmp_path / "m.json")) == merged

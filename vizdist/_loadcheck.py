@@ -223,6 +223,15 @@ def check_table(table: str, df: pd.DataFrame, types: Mapping[str, tuple[str, boo
                             f"max_lanes={limits.max_lanes}; pass load_trace(..., max_lanes={n}) to read it")
     for col in df.columns:
         _check_lengths(table, col, df[col], limits.max_string)
+        _check_finite(table, col, df[col])
+
+
+def _check_finite(table: str, col: str, s: pd.Series) -> None:
+    """No Infinity in a float column (JSON has none and vizdist never writes one; NaN is a null)."""
+    if s.dtype.kind == "f" and len(s) and (inf := np.isinf(s.to_numpy())).any():
+        row = int(inf.argmax())
+        raise TraceFormatError(f"table {table!r} column {col!r} row {row}: float {s.iloc[row]} where a finite number "
+                               "belongs")
 
 
 def _check_values(table: str, col: str, s: pd.Series, dtype: str, nulls_ok: bool) -> None:

@@ -121,12 +121,19 @@ SCHEMA: dict[str, dict[str, tuple[str, Any]]] = {
 }
 TABLES = tuple(SCHEMA)
 
+#: The columns of a ``vizdist.record()`` trace that say which pass a row belongs to (read by
+#: ``vizdist.analysis.passes``, ``split()`` and the checks), and the service worker of an element.
+PASS_COLUMNS: dict[str, tuple[str, Any]] = {
+    "dataset": ("int64", -1), "phase": ("str", ""), "epoch": ("int64", -1), "epoch_step": ("int64", -1),
+    "repetition": ("int64", -1),
+}
 #: Extra columns vizdist's instruments write (``vizdist.instrument.observe.timing.EXTRA_COLUMNS`` for events):
-#: like the schema's, a trace holds them with their dtype and never null, and ``load_trace`` checks so.
-#: Other extra columns are kept as given.
+#: like the schema's, a trace holds them with their kind of dtype (any whole-number dtype for int64, text or
+#: categorical text for str) and never null (a merge fills a shard's missing ones with the default), and
+#: ``load_trace`` checks so. Other extra columns are kept as given.
 EXTRA_COLUMNS: dict[str, dict[str, tuple[str, Any]]] = {
-    "elements": {},
-    "batches": {"replica_device": ("str", "")},
+    "elements": {"replica_device": ("str", ""), **PASS_COLUMNS, "service_worker": ("int64", -1)},
+    "batches": {"replica_device": ("str", ""), **PASS_COLUMNS},
     "events": {"buffered": ("int64", -1), "buffer_limit": ("int64", -1), "origin": ("str", ""),
                "op": ("str", ""), "depth": ("int64", 0)},
 }
@@ -171,10 +178,18 @@ def _normalize(name: str, df: pd.DataFrame | None) -> pd.DataFrame:
             continue
         _coerce(name, df, col, dtype, default)
     for col, (dtype, default) in EXTRA_COLUMNS[name].items():
-        if col in df.columns and (df[col].isna().any() or str(df[col].dtype) != dtype):
+        if col in df.columns and (df[col].isna().any() or not _fits(df[col], dtype)):
             _coerce(name, df, col, dtype, default)  # a merge of shards without it left nulls
     ordered = list(schema) + [c for c in df.columns if c not in schema]
     return df[ordered]
+
+
+def _fits(series: pd.Series, dtype: str) -> bool:
+    """Whether ``series`` already holds ``dtype``'s kind of values (``record()`` keeps its int32 and
+    categorical columns as they are)."""
+    if dtype == "str":
+        return _is_text_categorical(series) or str(series.dtype) in ("str", "string")
+    return str(series.dtype) == dtype or (dtype == "int64" and series.dtype.kind == "i")
 
 
 def _coerce(name: str, df: pd.DataFrame, col: str, dtype: str, default: Any) -> None:

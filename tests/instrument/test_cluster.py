@@ -473,6 +473,10 @@ def test_sizes_and_types_are_validated_before_anything_starts() -> None:
         LocalCluster(workers=2, timeout="60")
     with pytest.raises(ValueError, match="positive, finite"):
         LocalCluster(workers=2, timeout=float("nan"))
+    # issue 36 item 9: LocalCluster(ports=[99999]) gave a raw OverflowError
+    for ports in ([99999], [0], [-1], [True], ["8080"], {"worker": [70000]}):
+        with pytest.raises(ValueError, match=r"ports must be whole numbers from 1 to 65535; got .*"):
+            LocalCluster(workers=1, ports=ports)
 
 
 def _ports_then_trace(ctx: WorkerContext, probe: str) -> Trace:

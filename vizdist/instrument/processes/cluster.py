@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import numbers
 import os
 import re
 import shutil
@@ -328,6 +329,11 @@ class LocalCluster:
     ) -> dict[str, list[int]] | None:
         if ports is None:
             return None
+        given = [p for v in ports.values() for p in v] if isinstance(ports, Mapping) else list(ports)
+        bad = [p for p in given if isinstance(p, bool) or not isinstance(p, numbers.Integral) or not 1 <= p <= 65535]
+        if bad:
+            raise ValueError(f"ports must be whole numbers from 1 to 65535; got {bad[:5]!r}. Give one free port per "
+                             "task, or leave ports=None to pick free ones.")
         if isinstance(ports, Mapping):
             got = {k: len(v) for k, v in ports.items() if len(v)}
             want = {k: v for k, v in self.layout.items() if v}

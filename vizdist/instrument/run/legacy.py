@@ -148,7 +148,7 @@ def _check_session(session: Any, graph_mode: bool) -> None:
 def _check_knobs(step_fn: Any, timeout: Any) -> None:
     if step_fn is not None and not callable(step_fn):
         raise TypeError(f"step_fn must be callable; got {type(step_fn).__name__}.")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0):
         raise ValueError(f"timeout must be a number of seconds above 0 (or None to wait for the data); got {timeout!r}.")
 
 
