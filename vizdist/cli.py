@@ -63,10 +63,16 @@ def _summary(args: argparse.Namespace) -> int:
     findings = diagnose(trace)
     _say(split_text(split_layout(trace, max_steps=args.max_steps), findings))
     with pd.option_context("display.max_colwidth", None, "display.width", 200):
-        for row in findings.itertuples(index=False):
+        for row in findings.head(_MAX_FINDINGS).itertuples(index=False):
             where = f" step {row.step}" if row.step >= 0 else ""
             _say(f"- {row.severity} {row.code}{where}: {row.message}")
+    if len(findings) > _MAX_FINDINGS:
+        _say(f"- ... and {len(findings) - _MAX_FINDINGS:,} more findings (vizdist.diagnose(trace) lists them all)")
     return 0
+
+
+#: Findings the summary prints at most (the first ones, by step).
+_MAX_FINDINGS = 200
 
 
 _BOUNDS = ("max_bytes", "max_rows", "max_lanes", "max_string")

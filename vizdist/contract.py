@@ -871,7 +871,7 @@ def validate_meta(meta: Mapping[str, Any], *, source: str = "trace meta") -> Tra
         if problem is not None:
             where, bad, tp = problem
             raise TraceFormatError(
-                f"{source}: key {where!r} must be {_describe(tp)}; got "
+                f"{source}: key {_short(where)} must be {_describe(tp)}; got "
                 + ("nothing (the key is missing)." if bad is _MISSING else f"{_short(bad)} ({type(bad).__name__})."))
     for i, shard in enumerate(out.get("shards") or []):
         validate_meta(shard, source=f"{source} (shards[{i}])")

@@ -512,14 +512,17 @@ class Trace:
     @property
     def steps(self) -> list[int]:
         """The steps recorded, in order."""
-        steps = set(self.batches["step"].tolist()) | set(self.elements["step"].tolist())
-        return sorted(int(s) for s in steps if s >= 0)
+        return self._ids("step")
 
     @property
     def replicas(self) -> list[int]:
         """The replica ids recorded (global ids across workers), in order."""
-        reps = set(self.batches["replica"].tolist()) | set(self.elements["replica"].tolist())
-        return sorted(int(r) for r in reps if r >= 0)
+        return self._ids("replica")
+
+    def _ids(self, col: str) -> list[int]:
+        """The distinct values >= 0 of ``col`` in batches and elements, sorted (whole-column arithmetic)."""
+        both = np.concatenate([self.batches[col].to_numpy(np.int64), self.elements[col].to_numpy(np.int64)])
+        return [int(v) for v in np.unique(both[both >= 0]).tolist()]
 
     # -- views (drawn by vizdist.render, found through vizdist.views) ------------
     @property

@@ -195,3 +195,35 @@ def test_views_of_long_meta_lists_draw_the_first_ones_and_say_so():
 def test_timing_statistics_of_a_trace_without_profiler_columns_are_empty_not_a_key_error():
     t = Trace.from_records(events=[dict(lane="w0 host", stage="consume", step=0, t_start_ns=0, t_end_ns=1)])
     assert t.timing.prefetch_buffers().empty
+
+
+def _every_step_empty(steps: int) -> Trace:
+    """``steps`` steps over 4 replicas, replica 3 empty at each (a finding per step)."""
+    b = pd.DataFrame({"step": np.repeat(np.arange(steps), 4), "replica": np.tile(np.arange(4), steps),
+                      "n_elements": np.tile([1, 1, 1, 0], steps)})
+    b["empty"] = b["n_elements"] == 0
+    e = b[b["n_elements"] > 0][["step", "replica"]].assign(source_id=lambda d: np.arange(len(d)), position=0)
+    return Trace(elements=e, batches=b, meta={"kind": "distribution", "num_replicas": 4, "global_batch_size": 3})
+
+
+def test_a_finding_at_each_of_100000_steps_is_listed_to_a_bound_and_counted(tmp_path, capsys):
+    from vizdist.cli import main
+    from vizdist.diagnose import MAX_PER_CODE
+
+    n = 100_000
+    t = _every_step_empty(n)
+    f = _timed(lambda: vizdist.diagnose(t))
+    empty = f[f["code"] == "empty-replica"]
+    assert len(empty) == MAX_PER_CODE + 1 and empty["step"].tolist()[1:MAX_PER_CODE + 1] == list(range(MAX_PER_CODE))
+    assert empty["message"].iloc[0] == (f"And {n - MAX_PER_CODE:,} more findings like these (steps {MAX_PER_CODE}.."
+                                        f"{n - 1}): diagnose lists the first {MAX_PER_CODE:,} of each kind.")
+    bundle = _timed(lambda: t.show()._repr_mimebundle_())
+    assert len(bundle["text/html"]) < 300_000 and "more findings (vizdist.diagnose(trace) lists them all)" in \
+        bundle["text/html"]
+    assert main(["summary", str(t.save(tmp_path / "t.json"))]) == 0
+    out = capsys.readouterr().out
+    assert len(out.splitlines()) < 260 and "more findings (vizdist.diagnose(trace) lists them all)" in out
+    part = vizdist.diagnose(t, max_cells=4_000)
+    note = part[part["code"] == "diagnose-partial"]["message"].iloc[0]
+    assert note.startswith(f"This trace has {n:,} steps of 4 replicas; diagnose read the first 1,000 steps")
+    assert part[part["code"] == "empty-replica"]["step"].max() == 999

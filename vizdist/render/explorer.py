@@ -77,10 +77,10 @@ class Explorer(widgets.VBox):  # type: ignore[misc]  # the base class comes from
         from vizdist.diagnose import diagnose
 
         self._trace = trace
-        self._layout = split_layout(trace, max_replicas=CARDS)
         self._static_layout = split_layout(trace, max_steps=max_steps, max_replicas=CARDS)
+        self._layout = self._static_layout  # title, replicas, totals; each step is laid out when shown
         self._findings = diagnose(trace)
-        steps = self._layout["steps"] or [0]
+        steps = trace.steps or [0]
         self._steps = steps
         self.slider = widgets.IntSlider(value=steps[0], min=steps[0], max=steps[-1], description="step",
                                         continuous_update=True)
@@ -122,8 +122,8 @@ class Explorer(widgets.VBox):  # type: ignore[misc]  # the base class comes from
         self._render(int(change["new"]))
 
     def _render(self, step: int) -> None:
-        lay = self._layout
-        row = lay["steps"].index(step) if step in lay["steps"] else None
+        lay = split_layout(self._trace, steps=[step], max_replicas=CARDS)  # this step only
+        row = 0 if lay["steps"] else None
         self.label.value = (f'<span data-step="{step}">step {step} of {lay["total_steps"]}'
                             f" (0–{lay['total_steps'] - 1})</span>")
         for card, rep, i in zip(self.cards.children, lay["replicas"], range(len(lay["replicas"])), strict=False):

@@ -74,6 +74,8 @@ def split_html(layout: dict[str, Any], *, step: int | None = None, title: bool =
 
 
 _SEVERITY_COLOR = {"error": "#b00", "warning": "#a60", "info": "#357"}
+#: Findings an HTML list shows at most (the first ones, by step); a last item counts the rest.
+MAX_FINDINGS = 200
 
 
 def findings_html(findings: pd.DataFrame, *, step: int | None = None) -> str:
@@ -83,11 +85,14 @@ def findings_html(findings: pd.DataFrame, *, step: int | None = None) -> str:
     if findings.empty:
         return "<p><small>No findings" + (f" for step {step}" if step is not None else "") + ".</small></p>"
     items = []
-    for row in findings.itertuples(index=False):
+    more = len(findings) - MAX_FINDINGS
+    for row in findings.head(MAX_FINDINGS).itertuples(index=False):
         color = _SEVERITY_COLOR.get(row.severity, "#333")
         where = f" (step {row.step})" if row.step >= 0 else ""
         items.append(
             f'<li><b style="color:{color}">{escape(row.severity)}</b> '
             f"<code>{escape(row.code)}</code>{escape(where)}: {escape(row.message)}</li>"
         )
+    if more > 0:
+        items.append(f"<li><i>and {more:,} more findings (vizdist.diagnose(trace) lists them all)</i></li>")
     return '<ul style="font-size:12px;padding-left:18px">' + "".join(items) + "</ul>"

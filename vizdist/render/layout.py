@@ -51,14 +51,16 @@ def element_label(source_id: int, source: int, source_file: str, source_line: in
     return f"s{source}:{source_id}" if multi_source else str(source_id)
 
 
-def split_layout(trace: Trace, *, max_steps: int | None = None, max_replicas: int | None = None) -> dict[str, Any]:
+def split_layout(trace: Trace, *, max_steps: int | None = None, max_replicas: int | None = None,
+                 steps: list[int] | None = None) -> dict[str, Any]:
     """Plain-JSON description of who got what, step by step.
 
     Each replica has its device and its worker (the process it runs in; ``None`` for a tf.data service
     trace, whose replicas are in the consumer); each cell its ids, labels and, for a service trace, the
     service ``workers`` that made its elements. ``max_steps`` / ``max_replicas`` keep the first steps /
-    replicas only (``total_steps`` / ``total_replicas`` say how many there are), so a view of a trace
-    with thousands of replicas costs what its picture shows.
+    replicas only (``total_steps`` / ``total_replicas`` say how many there are), and ``steps`` lays out
+    just those steps (a live view, one step at a time), so a view of a trace with thousands of replicas
+    or millions of steps costs what its picture shows.
 
     Example:
         >>> t = Trace.from_records(
@@ -71,8 +73,10 @@ def split_layout(trace: Trace, *, max_steps: int | None = None, max_replicas: in
         >>> split_layout(t, max_replicas=1)["total_replicas"], len(split_layout(t, max_replicas=1)["replicas"])
         (2, 1)
     """
-    steps, replicas = trace.steps, trace.replicas
-    shown = steps if max_steps is None else steps[:max_steps]
+    all_steps, replicas = trace.steps, trace.replicas
+    shown = all_steps if max_steps is None else all_steps[:max_steps]
+    if steps is not None:
+        shown = [s for s in steps if s in set(all_steps)]
     shown_reps = replicas if max_replicas is None else replicas[:max_replicas]
     e, b = _shown_rows(trace.elements, shown, shown_reps), _shown_rows(trace.batches, shown, shown_reps)
     e = e.sort_values(["step", "replica", "position"], kind="stable")
@@ -90,7 +94,7 @@ def split_layout(trace: Trace, *, max_steps: int | None = None, max_replicas: in
     return {
         "title": _title(trace),
         "steps": shown,
-        "total_steps": len(steps),
+        "total_steps": len(all_steps),
         "total_replicas": len(replicas),
         # A service trace's replicas live in the consumer: "worker" there is who made each element (per
         # cell, "workers"), not a property of the replica.
