@@ -65,7 +65,7 @@ def _summary(args: argparse.Namespace) -> int:
     with pd.option_context("display.max_colwidth", None, "display.width", 200):
         for row in findings.head(_MAX_FINDINGS).itertuples(index=False):
             where = f" step {row.step}" if row.step >= 0 else ""
-            _say(f"- {row.severity} {row.code}{where}: {row.message}")
+            _say(f"- {row.severity} {row.code}{where}: {clip(row.message, 2_000)}")
     if len(findings) > _MAX_FINDINGS:
         _say(f"- ... and {len(findings) - _MAX_FINDINGS:,} more findings (vizdist.diagnose(trace) lists them all)")
     return 0

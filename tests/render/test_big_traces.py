@@ -227,3 +227,13 @@ def test_a_finding_at_each_of_100000_steps_is_listed_to_a_bound_and_counted(tmp_
     note = part[part["code"] == "diagnose-partial"]["message"].iloc[0]
     assert note.startswith(f"This trace has {n:,} steps of 4 replicas; diagnose read the first 1,000 steps")
     assert part[part["code"] == "empty-replica"]["step"].max() == 999
+
+
+def test_a_sparse_table_of_200000_steps_and_10000_replicas_is_diagnosed_in_a_bound():
+    """Each row its own step and one of 10,000 replicas: a steps x replicas table would hold 2 billion cells."""
+    n = 200_000
+    t = Trace(elements=pd.DataFrame({"step": np.arange(n), "replica": np.arange(n) % 10_000, "source_id": np.arange(n),
+                                     "position": 0}), meta={"kind": "distribution", "num_replicas": 10_000})
+    f = _timed(lambda: vizdist.diagnose(t))
+    assert "diagnose-partial" in f["code"].tolist()
+    assert len(_timed(lambda: t.show()._repr_mimebundle_())["text/html"]) < 1_000_000

@@ -11,6 +11,8 @@ from typing import Any
 
 import pandas as pd
 
+from vizdist._clip import clip
+
 __all__ = ["cell_html", "findings_html", "split_html"]
 
 _STYLE = (
@@ -91,7 +93,7 @@ def findings_html(findings: pd.DataFrame, *, step: int | None = None) -> str:
         where = f" (step {row.step})" if row.step >= 0 else ""
         items.append(
             f'<li><b style="color:{color}">{escape(row.severity)}</b> '
-            f"<code>{escape(row.code)}</code>{escape(where)}: {escape(row.message)}</li>"
+            f"<code>{escape(row.code)}</code>{escape(where)}: {escape(clip(row.message, 2_000))}</li>"
         )
     if more > 0:
         items.append(f"<li><i>and {more:,} more findings (vizdist.diagnose(trace) lists them all)</i></li>")
