@@ -155,3 +155,47 @@ def test_open_regular_refuses_links_only_when_told(tmp_path: Path) -> None:
         _files.open_regular(tmp_path / "link", follow=False)
     with pytest.raises(_files.NotRegularFile, match="a folder"):
         _files.open_regular(tmp_path)
+
+
+def _folder(path: Path, text: str) -> None:
+    (path / "meta.json").write_text(text)
+
+
+def test_write_folder_swaps_whole_without_renameat2_too(tmp_path: Path, monkeypatch) -> None:
+    """Issue 36 item 2: where the OS has no RENAME_EXCHANGE, two renames, undone when the second fails."""
+    target = tmp_path / "t.parquet"
+    _files.write_folder(target, lambda f: _folder(f, "old"))
+    monkeypatch.setattr(_files.ctypes, "CDLL", lambda *a, **k: object())  # no renameat2
+    _files.write_folder(target, lambda f: _folder(f, "new"))
+    assert (target / "meta.json").read_text() == "new" and os.listdir(tmp_path) == ["t.parquet"]
+    real = os.rename
+
+    def second_fails(src, dst, *a, **k):
+        if str(src).endswith(".tmp"):
+            raise OSError("disk gone")
+        return real(src, dst, *a, **k)
+
+    monkeypatch.setattr(_files.os, "rename", second_fails)
+    with pytest.raises(OSError, match="disk gone"):
+        _files.write_folder(target, lambda f: _folder(f, "newer"))
+    assert (target / "meta.json").read_text() == "new" and os.listdir(tmp_path) == ["t.parquet"]
+
+
+def test_write_folder_never_follows_a_link_planted_after_its_check(tmp_path: Path, monkeypatch) -> None:
+    """The old folder swapped out is removed without following a link that took its place."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("keep")
+    target = tmp_path / "t.parquet"
+    _files.write_folder(target, lambda f: _folder(f, "old"))
+
+    def plant(folder: Path) -> None:  # while the new one is filled, the target is swapped for a link
+        _folder(folder, "new")
+        import shutil
+
+        shutil.rmtree(target)
+        target.symlink_to(victim, target_is_directory=True)
+
+    _files.write_folder(target, plant, replaceable=lambda p: "")
+    assert (victim / "keep.txt").read_text() == "keep" and not target.is_symlink()
+    assert (target / "meta.json").read_text() == "new"
