@@ -280,7 +280,9 @@ def _never(p: Path) -> str:
 
 def _arrow_table(name: str, df: pd.DataFrame) -> Any:
     """``df`` as a pyarrow table, or a TraceFormatError naming the table and column that cannot be stored."""
-    import pyarrow as pa
+    from vizdist._optional import require
+
+    pa = require("pyarrow", pip="pyarrow", conda="pyarrow")
 
     for col in df.columns:
         _check_storable(df[col], name)  # same column rules as JSON
@@ -823,9 +825,11 @@ def _load_parquet(p: Path, limits: Limits) -> Trace:
 def _parquet_table(name: str, fh: Any, limits: Limits, budget: Budget) -> pd.DataFrame:
     """One table of a Parquet trace, its bounds checked before its data is read (and, for text stored once
     and referenced by every row, before it is decoded)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
+    from vizdist._optional import require
+
+    pa = require("pyarrow", pip="pyarrow", conda="pyarrow")
+    pc = require("pyarrow.compute", pip="pyarrow", conda="pyarrow")
+    pq = require("pyarrow.parquet", pip="pyarrow", conda="pyarrow")
 
     info = pq.ParquetFile(fh)
     check_rows(name, info.metadata.num_rows, limits)  # as declared, before reading any
@@ -848,7 +852,9 @@ def _parquet_table(name: str, fh: Any, limits: Limits, budget: Budget) -> pd.Dat
 
 def _storable_arrow(t: Any) -> bool:
     """Arrow types a trace table may hold: what :func:`_check_storable` lets Trace.save write."""
-    import pyarrow as pa
+    from vizdist._optional import require
+
+    pa = require("pyarrow", pip="pyarrow", conda="pyarrow")
 
     if pa.types.is_dictionary(t):
         return bool(pa.types.is_string(t.value_type) or pa.types.is_large_string(t.value_type))
