@@ -42,7 +42,8 @@ notebooks: setup
 	$(BIN)/python .ci/run_notebooks.py $(or $(NB),notebooks/*.ipynb)
 	$(BIN)/python .ci/readme_image.py notebooks/img/split.png
 
-# The course with every reveal, check and answer cleared (outputs of all but the setup cells): student/.
+# The course with every reveal, check and answer cleared (every output from a notebook's first Predict prompt on),
+# the model answers (solutions/) copied beside it: student/.
 student: setup
 	$(BIN)/python .ci/student.py student
 

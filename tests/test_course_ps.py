@@ -257,6 +257,15 @@ def test_a_lost_worker_s_closures_were_put_back_and_rerun(course, worker_lost):
     assert outcomes == Counter(done=len(ran), rescheduled=len(moved))
     # the lost worker's iterator is aborted (cluster_coordinator.py: Worker._set_resources_aborted)
     assert course.worker_iterators(trace)["status"][0] == "aborted"
+    # each worker reads on in its own copy (one iterator per worker: coordinator/values.py), the re-run
+    # closures too: a worker's batches are its copy's first ones, none twice, none skipped, whatever the
+    # lost worker was reading (plain TF: the batches of the dataset_fn every worker runs)
+    done = course.closures(trace)
+    done = done[done["status"] == "done"]
+    copy = [tuple(int(i) for i in b) for b in _dataset_fn(None).take(len(ran) + 1).as_numpy_iterator()]
+    for w in set(done["worker"]):
+        mine = sorted((b for v, b in ran if v == w), key=copy.index)
+        assert len(mine) == int((done["worker"] == w).sum()) and mine == copy[:len(mine)], (w, mine)
 
 
 @pytest.mark.slow

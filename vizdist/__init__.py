@@ -37,6 +37,7 @@ _LAZY = {
     "load_trace": "vizdist.trace",
     "TraceFormatError": "vizdist.errors",
     "TracingError": "vizdist.errors",
+    "RecordingWarning": "vizdist.errors",
     "IsolationError": "vizdist.errors",
     "validate_meta": "vizdist.contract",
     # instruments (run TensorFlow)

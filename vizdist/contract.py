@@ -91,11 +91,15 @@ Keys of every kind (:class:`CommonMeta`):
 - ``pipeline`` (list), ``pipelines`` (list), ``sources`` (list),
   ``pipeline_flags`` (dict): the pipeline's transformations as vizdist read them
   (``shuffle_unseeded``: present and true when a ``shuffle`` had neither its own nor a
-  global seed, so each process shuffles in its own random order).
+  global seed, so each process shuffles in its own random order);
+  ``pipeline_shuffle_seeds`` (list): for each pipeline a ``dataset_fn`` built, its shuffles'
+  ``[seed, seed2]`` as TF set them.
 - ``element_spec`` / ``distributed_element_spec`` (str): the specs, as text.
 - ``rebatch`` (str): the op TF cut each global batch with, read from the distributed
-  dataset's graph: ``"RebatchDataset"`` (its legacy rebatch, which TF swaps in when it
-  shards by DATA: every batch, a short one too, into pieces of ceil(n / replicas)),
+  dataset's graph: ``"RebatchDataset"`` (its legacy rebatch, which TF takes when it
+  shards by DATA or cannot read a fixed batch size from the pipeline, say after a ``map``
+  that follows the ``batch``: every batch, a short one too, into pieces of
+  ceil(n / replicas)),
   ``"RebatchDatasetV2"`` (fixed per-replica sizes that differ by at most one, filled in
   replica order) or ``""`` (no rebatch: one replica, ``distribute_datasets_from_function``).
 - ``stopped`` (str): why iteration ended (``"end_of_data"``, ``"steps"``,
@@ -174,6 +178,10 @@ Placement keys (``distribution`` / ``multi_worker``; written only when asked,
   ``dataset``, ``phase``, ``epoch``, ``steps`` and ``first_step`` (the block's step number of its
   first step). Its tables carry ``dataset``, ``phase``, ``epoch`` and ``epoch_step`` columns
   (``vizdist.analysis.passes`` reads one pass at a time, each with ``phase`` (str) in its meta).
+  ``epoch`` is the user's: Keras's epoch number for ``train`` and ``validation``, each dataset's own
+  pass count in a ``loop``, the pass count of its phase otherwise. ``not_recorded`` (list of str):
+  what the block read but could not record, and why (the ``not-recorded`` finding). Each dataset's
+  ``steps_per_pass`` (int or null): the global batches one whole pass of it holds, where TF knows.
 - ``distributed_values`` (list of :class:`DistributedValuesMeta`):
   :func:`vizdist.trace_values` (and ``trace_distribution`` given a
   ``DistributedValues``): each component's ``replica``, ``device``, ``value``.
@@ -251,6 +259,7 @@ __all__ = [
     "PlacementCopy", "PlacementMeta", "PlacementOp", "ReductionMeta", "ServiceRead", "ShardComparisonMeta", "Stall",
     "StoppedWorker", "TPUCore", "TPUHost", "TPUMeta", "TimingMeta", "TraceFormatError", "TraceMeta", "infer_kind",
     "join_reductions",
+    "recording_call",
     "validate_meta",
 ]
 
@@ -612,6 +621,9 @@ class _DistributionKeys(TypedDict, total=False):
     services: list[ServiceRead]
     datasets: list[dict[str, Any]]
     passes: list[dict[str, Any]]
+    not_recorded: list[str]
+    steps_per_pass: int | None
+    pipeline_shuffle_seeds: list[Any]
     phases: list[str]
     phase: str
     tpu: TPUMeta
@@ -756,6 +768,21 @@ KINDS: dict[str, type] = {
     "data_service": DataServiceMeta,
     "shard_comparison": ShardComparisonMeta,
 }
+
+
+def recording_call(meta: Mapping[str, Any], option: str) -> str:
+    """How to record a trace like this one with ``option`` on (``"timing=True"``, ``"placement=True"``): the
+    call that made it, so an error tells a ``vizdist.record()`` user to use ``record``.
+
+    Example:
+        >>> recording_call({"api": "record"}, "timing=True")
+        'vizdist.record(timing=True)'
+        >>> recording_call({"api": "experimental_distribute_dataset"}, "placement=True")
+        'vizdist.trace_distribution(..., placement=True)'
+    """
+    if meta.get("api") == "record":
+        return f"vizdist.record({option})"
+    return f"vizdist.trace_distribution(..., {option})"
 
 
 def infer_kind(meta: Mapping[str, Any]) -> str:

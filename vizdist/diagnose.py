@@ -154,9 +154,7 @@ def _record_rows(trace: Trace) -> list[dict[str, object]]:
         for row in _rows(part):
             key = (info["dataset"], info["phase"], row["code"], row["severity"])
             seen.setdefault(key, []).append(where)
-            if key not in first:
-                step = int(row["step"])  # type: ignore[call-overload]  # pandas' row values are untyped (pandas-stubs is not a dependency)
-                row["step"] = info["steps"][step] if 0 <= step < len(info["steps"]) else -1
+            if key not in first:  # its step is the block's step, as the message says
                 row["message"] = f"[{where}, dataset {info['dataset']}] {row['message']}"
                 first[key] = row
     for found, row in first.items():

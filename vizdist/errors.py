@@ -24,6 +24,14 @@ class IsolationError(RuntimeError):
     """
 
 
+class RecordingWarning(UserWarning):
+    """A ``vizdist.record()`` block ended with something it did not record: the message says what, and why.
+
+    What the user's code ran is never changed by it; filter it with
+    ``warnings.filterwarnings("ignore", category=vizdist.RecordingWarning)``.
+    """
+
+
 class TraceFormatError(ValueError):
     """A file or dict is not a vizdist trace, or is damaged: the message names the file and what is wrong."""
 

@@ -135,7 +135,11 @@ def test_from_function_with_drop_remainder_names_the_elements_tf_never_handed_ou
     plain = {int(v) for x in mirrored.distribute_datasets_from_function(fn)
              for t in mirrored.experimental_local_results(x) for v in t.numpy()}
     missing = sorted(set(range(10)) - plain)
-    assert missing  # plain TF: the last, incomplete step is never handed out
+    # the one pipeline's own batches, taken by the 4 replicas in turn: static shapes turn TF's partial-batch
+    # handling off (input_lib.py, _enable_get_next_as_optional), so only steps that feed every replica come
+    batches = [b.tolist() for b in fn(tf.distribute.InputContext(num_replicas_in_sync=4)).as_numpy_iterator()]
+    full = len(batches) // 4 * 4
+    assert missing and missing == sorted(v for b in batches[full:] for v in b)
     t = vizdist.trace_distribution(mirrored, dataset_fn=fn)
     row = vizdist.diagnose(t).query("code == 'missing-elements'").iloc[0]
     assert f"never arrived ({', '.join(map(str, missing))})" in row["message"]
@@ -155,7 +159,10 @@ def test_per_replica_pipelines_are_judged_together_for_missing_elements(tf):
     plain = {int(v) for x in mirrored.distribute_datasets_from_function(fn, opts)
              for t in mirrored.experimental_local_results(x) for v in t.numpy()}
     missing = sorted(set(range(10)) - plain)
-    assert missing
+    # each replica's own pipeline drops its short last batch; every replica has its full batches here
+    shards = [[b.tolist() for b in fn(tf.distribute.InputContext(4, i, 4)).as_numpy_iterator()] for i in range(4)]
+    assert len({len(bs) for bs in shards}) == 1
+    assert missing and missing == sorted(set(range(10)) - {v for bs in shards for b in bs for v in b})
     t = vizdist.trace_distribution(mirrored, dataset_fn=fn, options=opts)
     row = vizdist.diagnose(t).query("code == 'missing-elements'").iloc[0]
     assert f"never arrived ({', '.join(map(str, missing))})" in row["message"]
@@ -429,6 +436,26 @@ def test_meta_specs_are_what_plain_tf_reports(tf, mirrored, api):
     assert t.meta["element_spec"] == str(ds.element_spec)
 
 
+@pytest.mark.parametrize("make", [
+    lambda tf, f: tf.data.Dataset.range(100).batch(8),  # no static size: None
+    lambda tf, f: tf.data.Dataset.range(100).batch(8, drop_remainder=True),  # 8 over 4: (2,)
+    lambda tf, f: tf.data.Dataset.range(100).batch(6, drop_remainder=True),  # 6 does not split evenly: None
+    lambda tf, f: tf.data.TextLineDataset([f]).batch(4, drop_remainder=True).map(tf.strings.strip),  # (1,)
+])
+def test_the_distributed_element_spec_knows_the_per_replica_size_only_of_a_static_batch_that_splits_evenly(
+        tf, mirrored, tmp_path, make):
+    """Plain TF: each replica's spec has the batch dimension n / replicas when the dataset's element spec
+    has a static batch size n that the replicas divide, else None (data/experimental/ops/distribute.py,
+    _LegacyRebatchDataset's recalculate_batch_size; rebatch_op.py, _compute_static_batch_dim). So
+    "None" is no rule of its own: drop_remainder=True and an even split give the size."""
+    (tmp_path / "a.txt").write_text("".join(f"{i}\n" for i in range(100)))
+    ds = make(tf, str(tmp_path / "a.txt"))
+    n, r = ds.element_spec.shape[0], mirrored.num_replicas_in_sync
+    want = n // r if n is not None and n % r == 0 else None
+    spec = mirrored.experimental_distribute_dataset(ds).element_spec
+    assert [s.shape.as_list() for s in spec._value_specs] == [[want]] * r
+
+
 def test_meta_strategy_is_the_public_name(tf, mirrored):
     t = vizdist.trace_distribution(mirrored, tf.data.Dataset.range(4).batch(4))
     assert getattr(tf.distribute, t.meta["strategy"]) is type(mirrored)
@@ -530,7 +557,8 @@ def test_a_cluster_with_a_chief_numbers_every_task_once(tmp_path):
     ("text", "AUTO", [2, 1, 1]),  # a reader: FILE is applied, RebatchDatasetV2 stays
 ])
 def test_a_global_batch_of_4_over_3_replicas_follows_the_policy_applied(tf, tmp_path, source, policy, sizes):
-    """Plain TF: which rebatch cuts 4 over 3 replicas follows the auto-shard policy applied, on one worker too.
+    """Plain TF: for a batch size TF can read, which rebatch cuts 4 over 3 replicas follows the auto-shard
+    policy applied, on one worker too (the batch size TF cannot read: the next test).
 
     auto_shard.cc (ApplyAutoShard): AUTO tries ShardByFile and, on NotFound (an unshardable source such as
     RangeDataset), applies ShardByData, which rewrites RebatchDatasetV2 to the legacy RebatchDataset
@@ -549,6 +577,39 @@ def test_a_global_batch_of_4_over_3_replicas_follows_the_policy_applied(tf, tmp_
     plain = _plain_steps(tf, three, ds)
     assert [[len(v) for v in step] for step in plain] == [sizes, sizes]  # at every step, not only the last
     assert _plain_rebatch_op(three, ds) == (["RebatchDataset"] if sizes[-1] == 0 else ["RebatchDatasetV2"])
+
+
+@pytest.mark.parametrize("after_batch", ["nothing", "filter", "map keeping the batch", "map to 7 of each batch",
+                                         "map after batch(drop_remainder=True)"])
+def test_a_batch_size_tf_cannot_read_takes_the_legacy_rebatch_for_files_too(tf, mirrored, tmp_path, after_batch):
+    """Plain TF (input_lib.py, _make_rebatch_fn): the legacy RebatchDataset also cuts a file pipeline, which
+    FILE sharding keeps on RebatchDatasetV2, whenever distribute.compute_batch_size gives -1. That is the
+    static size of the element spec if it has one (drop_remainder=True), else the ComputeBatchSize op, which
+    walks back from the end through a list of size-keeping transformations (prefetch, filter, shuffle,
+    repeat, ...) to the batch and gives -1 at anything else, a map included (compute_batch_size_op.cc)."""
+    from tensorflow.python.data.experimental.ops import distribute
+
+    (tmp_path / "a.txt").write_text("".join(f"{i}\n" for i in range(23)))
+    lines = tf.data.TextLineDataset([str(tmp_path / "a.txt")])
+    ds = {"nothing": lines.batch(10), "filter": lines.batch(10).filter(lambda b: tf.size(b) > 0),
+          "map keeping the batch": lines.batch(10).map(tf.strings.strip),
+          "map to 7 of each batch": lines.batch(10).map(lambda b: b[:7]),
+          "map after batch(drop_remainder=True)": lines.batch(10, drop_remainder=True).map(tf.strings.strip),
+          }[after_batch]
+    size = int(distribute.compute_batch_size(ds))  # plain TF's own answer, as input_lib asks it
+    unknown = after_batch.startswith("map") and "drop_remainder" not in after_batch
+    assert (size == -1) == unknown
+    op = _plain_rebatch_op(mirrored, ds)
+    assert op == (["RebatchDataset"] if unknown else ["RebatchDatasetV2"])
+
+    def rule(n, r=4):  # each op's rule (auto_shard.cc; batch_sizes_for_worker's docstring): the legacy op cuts
+        # every batch into pieces of ceil(n / r) in replica order; V2 fills a full batch's shares (at most one apart)
+        shares = [-(-n // r)] * r if unknown else [size // r + (i < size % r) for i in range(r)]
+        return [max(0, min(share, n - sum(shares[:i]))) for i, share in enumerate(shares)]
+
+    plain = _plain_steps(tf, mirrored, ds)
+    assert [[len(v) for v in step] for step in plain] == [rule(sum(map(len, step))) for step in plain]
+    assert vizdist.trace_distribution(mirrored, ds).meta["rebatch"] == op[0]
 
 
 def test_enumerate_zips_a_range_with_the_dataset(tf, tmp_path):

@@ -197,6 +197,14 @@ def ps_lost() -> Trace:
         return cluster.run(_lose, "ps-1", 0.0)
 
 
+def test_fixed_shards_partitioner_makes_at_most_as_many_shards_as_rows(tf) -> None:
+    """Plain TF (sharded_variable.py, FixedShardsPartitioner: min(num_shards, the rows along axis 0)): "always
+    num_shards" holds only for a variable with at least that many rows; notebook 08's 8 x 4 variable has 8."""
+    fixed = tf.distribute.experimental.partitioners.FixedShardsPartitioner(num_shards=2)
+    assert fixed(tf.TensorShape([8, 4]), tf.float32) == [2, 1]
+    assert fixed(tf.TensorShape([1, 4]), tf.float32) == [1, 1]
+
+
 def test_partitioner_switch_delegates_to_the_active_partitioner() -> None:
     switch = PartitionerSwitch()
     assert switch([8, 4], None) == [1, 1]

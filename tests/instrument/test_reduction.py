@@ -94,12 +94,13 @@ def _per_replica_value(tf):
     return tf.constant([1.0, 2.0]) * r
 
 
-def test_hierarchical_copy_adds_the_second_half_on_its_own_device_only_eagerly(tf, devices, monkeypatch):
-    """Plain TF (cross_device_utils.aggregate_gradients_using_hierarchical_copy): an all-reduce of values that
-    strategy.run made on each replica's device adds each half of the replicas on its head (CPU:0, CPU:2)
-    and then the two sums (CPU:0) when run eagerly; inside a tf.function the values carry no device while
-    TF builds that tree, so its AddNs ask for none (the placer then puts them on CPU:0, as notebook 06b shows).
-    """
+def test_hierarchical_copy_adds_each_half_on_its_head_unless_the_values_came_into_the_function(tf, devices, monkeypatch):
+    """Plain TF (cross_device_utils.aggregate_gradients_using_hierarchical_copy): an all-reduce adds each half of
+    the replicas on its head (CPU:0, CPU:2) and then the two sums (CPU:0), placing each AddN with the device of
+    the values it adds. Eagerly, and inside a tf.function for values made in that same function (as a step's
+    gradients are), the values carry their replicas' devices; values passed *into* a tf.function as arguments
+    carry none while TF builds that tree, so its AddNs ask for no device (the placer then puts them on CPU:0,
+    as notebook 06b shows, where vizdist's record passes the values in)."""
     from tensorflow.python.ops import math_ops
 
     s = tf.distribute.MirroredStrategy(devices, cross_device_ops=tf.distribute.HierarchicalCopyAllReduce())
@@ -122,8 +123,12 @@ def test_hierarchical_copy_adds_the_second_half_on_its_own_device_only_eagerly(t
     eager = s.experimental_local_results(s.run(all_reduce, args=(values,)))
     assert seen == ["CPU:0", "CPU:2", "CPU:0"] and [v.numpy().tolist() for v in eager] == [[10.0, 20.0]] * 4
     seen.clear()
-    tf.function(lambda v: s.run(all_reduce, args=(v,)))(values)
+    tf.function(lambda v: s.run(all_reduce, args=(v,)))(values)  # the values come in as arguments
     assert seen == ["", "", ""]
+    seen.clear()
+    made_inside = tf.function(lambda: s.run(all_reduce, args=(s.run(lambda: _per_replica_value(tf)),)))()
+    assert seen == ["CPU:0", "CPU:2", "CPU:0"]
+    assert [v.numpy().tolist() for v in s.experimental_local_results(made_inside)] == [[10.0, 20.0]] * 4
 
 
 def test_mirrored_default_is_a_ring_collective_on_cpus(tf, devices):
@@ -134,6 +139,46 @@ def test_mirrored_default_is_a_ring_collective_on_cpus(tf, devices):
     assert type(ops).__name__ == "CollectiveAllReduce"
     assert s.extended._communication_options.implementation == (
         tf.distribute.experimental.CommunicationImplementation.RING)
+
+
+_NCCL_CONFIG = """
+import json, os
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+import tensorflow as tf
+from tensorflow.core.protobuf import config_pb2
+from tensorflow.python.eager import context
+out = {}
+for impl in ("AUTO", "RING", "NCCL"):
+    opts = tf.distribute.experimental.CommunicationOptions(
+        implementation=tf.distribute.experimental.CommunicationImplementation[impl])
+    s = tf.distribute.MultiWorkerMirroredStrategy(communication_options=opts)
+    with tf.Graph().as_default():  # what MWMS puts in a Session's config in graph mode
+        graph_mode = s.extended._update_config_proto(config_pb2.ConfigProto()).experimental.collective_nccl
+    out[impl] = {"hint": opts.implementation.value, "eager": context.context().config.experimental.collective_nccl,
+                 "graph_mode": graph_mode}
+print(json.dumps(out))
+"""
+
+
+def test_mwms_asks_for_nccl_only_under_nccl_so_auto_runs_the_ring_on_gpus_too():
+    """TF's runtime takes NCCL for a GPU group only when the op's communication_hint is "nccl" or the config
+    sets collective_nccl (collective_param_resolver_local.cc, AssignCollectiveType); otherwise the ring.
+    Plain TF 2.21 on this machine's CPUs (no GPU needed for these inputs to that rule): each implementation's
+    hint is its own name (cross_device_utils.py: communication_hint=options.implementation.value; the ops
+    carry it, see test_mwms_reductions_match_plain_tf_in_every_worker), and MWMS sets collective_nccl only
+    for NCCL in graph mode, never eagerly (collective_all_reduce_strategy.py, _update_config_proto,
+    configure_collective_ops). So AUTO asks for no NCCL anywhere, GPUs included. Fresh process: building
+    MultiWorkerMirroredStrategy configures the process's collective ops."""
+    import json
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", _NCCL_CONFIG], capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert {impl: g["hint"].lower() for impl, g in got.items()} == {"AUTO": "auto", "RING": "ring", "NCCL": "nccl"}
+    assert {impl: g["eager"] for impl, g in got.items()} == {"AUTO": False, "RING": False, "NCCL": False}
+    assert {impl: g["graph_mode"] for impl, g in got.items()} == {"AUTO": False, "RING": False, "NCCL": True}
 
 
 def test_loss_scaling_full_partial_and_empty_batches(tf, mirrored):

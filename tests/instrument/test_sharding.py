@@ -28,6 +28,12 @@ pytestmark = pytest.mark.slow
 RUN = dict(workers=2, global_batch_size=4, progress=False, timeout=120.0)
 
 
+@pytest.fixture(autouse=True)
+def _devices_first(devices):
+    """TensorFlow fixes its devices when it starts, and this module's first tests start it in this process (run
+    first in a process, its last tests then found 1 device): let the suite's 4 logical CPUs come first."""
+
+
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     return write_text_files(tmp_path_factory.mktemp("four"), n_files=4, lines_per_file=4)
@@ -377,3 +383,38 @@ def test_file_sharding_with_too_few_files_raises_before_any_line_is_read(tf, tmp
         for line in ds:
             lines.append(line)
     assert lines == []
+
+
+def _shard_inputs(ds) -> list[str]:
+    """The op of each ShardDataset's input in a dataset's graph (where auto-sharding put its shard)."""
+    from tensorflow.core.framework import graph_pb2
+
+    graph = graph_pb2.GraphDef.FromString(ds._as_serialized_graph().numpy())
+    ops = {n.name: n.op for n in graph.node}
+    return [ops[n.input[0].split(":")[0]] for n in graph.node if n.op == "ShardDataset"]
+
+
+@pytest.mark.parametrize("source", ["one file", "range"])
+def test_auto_chooses_when_tf_rewrites_the_pipeline_and_too_few_files_fail_only_when_read(
+        tf, tmp_path: Path, source: str) -> None:
+    """auto_shard.cc (ApplyAutoShard): AUTO tries the FILE rewrite and applies DATA only when that rewrite fails
+    with NotFound (no reader, an unshardable source). The rewrite does not count files: with one file for 2
+    workers it succeeds (the shard goes over the file names: FILE), and the error comes later, when the shard
+    op runs (shard_dataset_op.cc, require_non_empty), where no fallback is possible. With range, the rewrite
+    finds no reader and DATA puts the shard at the end, after the batch. Plain TF, worker 0 of 2."""
+    from tensorflow.python.data.experimental.ops.distribute import _AutoShardDataset
+
+    if source == "one file":
+        ds = tf.data.TextLineDataset(write_text_files(tmp_path, n_files=1, lines_per_file=8)).batch(2)
+    else:
+        ds = tf.data.Dataset.range(8).batch(2)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.AUTO
+    sharded = _AutoShardDataset(ds.with_options(options), num_workers=2, index=0, num_replicas=2)  # rewritten here
+    if source == "one file":
+        assert _shard_inputs(sharded) == ["TensorSliceDataset"]  # FILE: the shard is over the file names
+        with pytest.raises(tf.errors.InvalidArgumentError, match="Could not apply FILE based sharding"):
+            next(iter(sharded))
+    else:
+        assert _shard_inputs(sharded) == ["BatchDatasetV2"]  # DATA: the shard is over the batches
+        assert next(iter(sharded)).numpy().tolist() == [0, 1]

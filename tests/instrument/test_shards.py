@@ -55,6 +55,21 @@ def test_tf_config_resolver(tmp_path: Path, monkeypatch) -> None:
     assert (path.name, trace.elements["worker"].tolist()) == ("worker-chief-00000.json", [_tf_number(resolver)])
 
 
+def test_tf_config_resolver_reads_tf_config_each_time_it_is_asked(monkeypatch) -> None:
+    """Plain TF (tfconfig_cluster_resolver.py: task_type, task_id and cluster_spec() each read TF_CONFIG when
+    called): one resolver follows the variable, so notebook 10 asks it inside the block that sets it."""
+    def config(index: int) -> str:
+        return json.dumps({"cluster": {"worker": ["h:1", "h:2"]}, "task": {"type": "worker", "index": index}})
+
+    monkeypatch.setenv("TF_CONFIG", config(0))
+    resolver = R.TFConfigClusterResolver()
+    assert (resolver.task_type, resolver.task_id) == ("worker", 0)
+    monkeypatch.setenv("TF_CONFIG", config(1))
+    assert (resolver.task_type, resolver.task_id) == ("worker", 1)
+    monkeypatch.delenv("TF_CONFIG")
+    assert resolver.cluster_spec().as_dict() == {} and resolver.task_type is None
+
+
 def test_slurm_resolver_from_slurm_variables(tmp_path: Path, monkeypatch) -> None:
     for k, v in {**SLURM, "SLURM_PROCID": "2"}.items():
         monkeypatch.setenv(k, v)

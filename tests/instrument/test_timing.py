@@ -335,34 +335,59 @@ def test_a_tf_function_step_is_not_wrapped(tf, mirrored):
     assert json.loads(t.batches.sort_values(["step", "replica"]).iloc[0]["result"]) == 0 + 1
 
 
-@pytest.mark.parametrize("private_threads", [None, 8])
-def test_a_parallel_map_runs_one_call_per_core_unless_tf_data_has_threads_of_its_own(tf, private_threads):
-    """Plain TF: num_parallel_calls=8 runs at most one map call per schedulable core on TF's default threads,
-    and 8 at once with Options().threading.private_threadpool_size=8 (notebook 05's setup says so)."""
+_AT_ONCE = """
+import json, os, sys, threading
+cores, private, wait = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:cores])  # before TF starts: it counts these cores
+os.environ.pop("TF_NUM_INTEROP_THREADS", None)
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+import tensorflow as tf
+
+calls = 4  # num_parallel_calls, and as many elements: every call is asked for at once
+cond, state = threading.Condition(), {"running": 0, "most": 0}
+
+def work(v):  # each call waits (bounded) until all 4 run at once: only the threads TF gives them decide
+    with cond:
+        state["running"] += 1
+        state["most"] = max(state["most"], state["running"])
+        cond.notify_all()
+        cond.wait_for(lambda: state["most"] >= calls, timeout=wait)  # once all ran at once, none waits again
+        state["running"] -= 1
+    return v
+
+options = tf.data.Options()
+options.autotune.enabled = False
+if private:
+    options.threading.private_threadpool_size = private
+ds = tf.data.Dataset.range(calls).map(lambda x: tf.py_function(work, [x], tf.int64), num_parallel_calls=calls)
+assert sorted(int(v) for v in ds.with_options(options)) == list(range(calls))
+print(json.dumps(state["most"]))
+"""
+
+
+def _most_map_calls_at_once(cores: int, private_threads: int, wait_s: float) -> int:
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", _AT_ONCE, str(cores), str(private_threads), str(wait_s)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return int(run.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("cores", [1, 2])
+def test_a_parallel_map_runs_one_call_per_core_unless_tf_data_has_threads_of_its_own(cores):
+    """Plain TF, in a fresh process limited to ``cores`` of this machine's cores (any machine, any load):
+    num_parallel_calls=4 runs at most one map call per core on TF's default threads (the inter-op pool:
+    TF_NUM_INTEROP_THREADS, else port::MaxParallelism(), the cores this process may use; process_util.cc,
+    DefaultNumInterOpThreads), and all 4 at once with Options().threading.private_threadpool_size=8.
+    Each call waits until all 4 run (bounded): the default can never get there, so the bound is exact,
+    and the private pool always does, so the wait (generous) decides nothing but a hang."""
     import os
 
-    calls: list[tuple[int, int]] = []
+    if len(os.sched_getaffinity(0)) < cores:
+        pytest.skip(f"this process may use fewer than {cores} cores")
+    assert _most_map_calls_at_once(cores, 0, 0.5) <= cores  # each call gives up waiting after 0.5 s
+    assert _most_map_calls_at_once(cores, 8, 120.0) == 4
 
-    def work(v):
-        start = time.perf_counter_ns()
-        time.sleep(0.02)  # sleeping releases the GIL: only the threads bound how many run at once
-        calls.append((start, time.perf_counter_ns()))
-        return v
 
-    options = tf.data.Options()
-    options.autotune.enabled = False
-    if private_threads:
-        options.threading.private_threadpool_size = private_threads
-    ds = tf.data.Dataset.range(64).map(lambda x: tf.py_function(work, [x], tf.int64), num_parallel_calls=8)
-    for _ in ds.with_options(options):
-        pass
-    edges = sorted([(s, 1) for s, _ in calls] + [(e, -1) for _, e in calls])
-    running = most = 0
-    for _, step in edges:
-        running += step
-        most = max(most, running)
-    cores = len(os.sched_getaffinity(0))
-    if private_threads is None:  # bounded by the cores (and, with two or more, more than one at once)
-        assert most <= min(8, cores) and (most > 1 or cores == 1)
-    else:  # the private pool lifts that bound
-        assert most >= min(8, cores + 1)

@@ -256,3 +256,28 @@ def test_a_tpu_meta_of_the_wrong_shape_is_refused_naming_the_key() -> None:
         Trace(meta={"kind": "distribution", "tpu": {"hosts": [{"cores": [{"coordinates": "0,0"}]}]}})
     with pytest.raises(TraceFormatError, match=re.escape("'tpu.num_cores'")):
         Trace(meta={"tpu": {"num_cores": "8"}})
+
+
+def test_without_a_chief_worker_0_leads_the_collectives_and_the_coordination_service() -> None:
+    """TF's rule, read from TF's own functions (multi_worker_util.collective_leader, coordination_leader), which
+    MultiWorkerMirroredStrategy hands to the context (collective_all_reduce_strategy.py, _initialize_multi_worker):
+    the chief when the cluster has one, else worker 0; notebook 10's cluster of two workers has no chief."""
+    from tensorflow.python.distribute import multi_worker_util as mwu
+
+    workers = {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}
+    first_worker = "/job:worker/replica:0/task:0"
+    assert {mwu.collective_leader(workers, "worker", i) for i in (0, 1)} == {first_worker}
+    assert mwu.coordination_leader(workers) == first_worker
+    chief = {"chief": ["127.0.0.1:3"], **workers}
+    assert mwu.collective_leader(chief, "worker", 1) == mwu.coordination_leader(chief) == "/job:chief/replica:0/task:0"
+
+
+def test_the_evaluator_is_numbered_on_its_own_and_leads_no_collective() -> None:
+    """TF's rule (multi_worker_util.py): id_in_cluster numbers an evaluator by its own index, beside the
+    chief-first numbering of the others, and collective_leader sets none for it (it is not in the training
+    cluster's collectives)."""
+    from tensorflow.python.distribute import multi_worker_util as mwu
+
+    spec = {"chief": ["h:0"], "worker": ["h:1", "h:2"], "evaluator": ["h:3"]}
+    assert [mwu.id_in_cluster(spec, j, i) for j, i in [("chief", 0), ("worker", 0), ("worker", 1)]] == [0, 1, 2]
+    assert mwu.id_in_cluster(spec, "evaluator", 0) == 0 and mwu.collective_leader(spec, "evaluator", 0) == ""

@@ -133,6 +133,31 @@ def test_keras_build_read_is_its_own_phase(tf, keras, mirrored):
     assert _recorded_steps(rec.trace, "build", 4)[0] == first_train  # unshuffled: the same first batch
 
 
+def test_keras_reads_a_build_batch_only_for_a_model_made_under_a_strategy(tf, keras, mirrored):
+    """Plain Keras 3, no vizdist (trainer.py, _maybe_symbolic_build: it returns at once when the model has no
+    distribution strategy): fit reads batches of a fresh pass before it trains only for a model made under a
+    strategy's scope. Counted at the source; read-ahead makes the build pass read one batch or more."""
+    import contextlib
+
+    reads = {}
+    for name, strategy in [("under MirroredStrategy", mirrored), ("no strategy", None)]:
+        seen: list[int] = []
+
+        def note(i, seen=seen):  # runs on the host for every source element read
+            seen.append(int(i))
+            return i
+
+        ds = (tf.data.Dataset.range(8).map(lambda i: tf.py_function(note, [i], tf.int64))
+              .map(lambda i: (tf.reshape(tf.cast(i, tf.float32), [1]),) * 2).batch(4))
+        keras.utils.set_random_seed(7)
+        with strategy.scope() if strategy else contextlib.nullcontext():
+            model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+            model.compile("sgd", "mse", jit_compile=False)
+        model.fit(ds, epochs=1, verbose=0)
+        reads[name] = len(seen)
+    assert reads["no strategy"] == 8 and reads["under MirroredStrategy"] >= 8 + 4, reads
+
+
 def test_evaluate_and_predict(tf, keras, mirrored):
     log = Log()
     model = _model(tf, keras, mirrored, log)
@@ -317,6 +342,36 @@ def test_empty_replica_in_fit_names_keras_rule(tf, keras, mirrored):
     empty = found[found["code"] == "empty-replica"]
     assert len(empty) == 1 and "never NaN" in empty["message"].iloc[0] and "train epoch 0" in empty["message"].iloc[0]
     assert empty["replicas"].iloc[0] == [3]
+
+
+@pytest.mark.parametrize("batch", [12, 8])  # 12: the second step splits 3, 3, 3, 1; 8: the last 2, 2, 2, 0
+def test_keras_trains_on_the_mean_of_the_replicas_means(tf, keras, mirrored, batch):
+    """Plain Keras 3 (no vizdist): each replica's training loss is its own mean divided by the replicas
+    (keras/src/losses/loss.py, scale_loss_for_distribution; divide_no_nan makes an empty replica's 0) and the
+    optimizer all-reduces the gradients with SUM (keras/src/backend/tensorflow/optimizer.py,
+    _all_reduce_sum_gradients). Replayed in NumPy on the per-replica batches plain TF hands out, that rule
+    gives Keras's weight after one epoch of SGD; weighing every example of a step the same does not."""
+    lr, replicas = 0.001, mirrored.num_replicas_in_sync
+    x = np.arange(N, dtype="float32").reshape(-1, 1)
+    ds = tf.data.Dataset.from_tensor_slices((x, 0.5 * x)).batch(batch)
+    with mirrored.scope():
+        model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1, use_bias=False, kernel_initializer="zeros")])
+        model.compile(optimizer=keras.optimizers.SGD(lr), loss="mse", jit_compile=False)
+    model.fit(ds, epochs=1, verbose=0)
+    steps = [[v.numpy()[:, 0].astype("float64") for v in mirrored.experimental_local_results(xb)]
+             for xb, _ in mirrored.experimental_distribute_dataset(ds)]  # plain TF: each replica's inputs
+    assert any(len({len(p) for p in parts}) > 1 for parts in steps)  # some step splits unevenly
+
+    def grad(w, xs):  # d/dw of (w x - 0.5 x)^2, per example
+        return 2 * (w * xs - 0.5 * xs) * xs
+
+    replica_means = per_example = 0.0
+    for parts in steps:
+        replica_means -= lr * sum(grad(replica_means, p).mean() / replicas for p in parts if len(p))
+        per_example -= lr * np.concatenate([grad(per_example, p) for p in parts]).mean()
+    weight = float(model.get_weights()[0][0, 0])
+    assert weight == pytest.approx(replica_means, rel=1e-5)
+    assert abs(weight - per_example) > 100 * abs(weight - replica_means) + 1e-4
 
 
 def _mwms_fit(ctx, record: bool):

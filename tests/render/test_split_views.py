@@ -8,6 +8,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import pytest
+
 import vizdist
 from vizdist.render.html import split_html
 from vizdist.render.layout import short_device, split_layout
@@ -118,3 +120,47 @@ def test_ids_by_content_are_labelled_on_the_figure_itself():
     fig = vizdist.plot_split(t)
     assert "ids by content" in fig.axes[0].get_title() and "ids by content" not in exact
     assert "ids by content" in split_layout(t)["title"]
+
+
+def _record_trace():
+    """A record()-shaped trace: Keras's build read, two train epochs, one validation epoch."""
+    rows = [(0, "build", 0, 0), (1, "train", 0, 0), (2, "train", 0, 1), (3, "validation", 0, 0),
+            (4, "train", 1, 0), (5, "train", 1, 1)]
+    batches = [dict(step=s, replica=r, n_elements=1, phase=p, epoch=ep, epoch_step=k, dataset=0)
+               for s, p, ep, k in rows for r in range(2)]
+    elements = [dict(step=s, replica=r, source_id=2 * k + r, position=0, phase=p, epoch=ep, epoch_step=k, dataset=0)
+                for s, p, ep, k in rows for r in range(2)]
+    return vizdist.Trace.from_records(elements=elements, batches=batches, meta={"api": "record", "num_replicas": 2})
+
+
+def test_record_steps_carry_their_phase_and_epoch_in_every_view():
+    t = _record_trace()
+    lay = split_layout(t)
+    assert lay["step_labels"] == ["build (Keras)", "train epoch 0 · 0", "train epoch 0 · 1", "validation epoch 0 · 0",
+                                  "train epoch 1 · 0", "train epoch 1 · 1"]
+    fig = t.plot.split()
+    assert fig.axes[0].get_yticklabels()[0].get_text() == "step 0\nbuild (Keras)"
+    assert "train epoch 1 · 0" in split_html(lay)
+    ex = vizdist.show(t)
+    assert "(build (Keras))" in repr(ex) and "build (Keras)" in ex.label.value
+
+
+def test_split_picks_a_phase_and_epoch():
+    t = _record_trace()
+    assert split_layout(t, phase="train", epoch=1)["steps"] == [4, 5]
+    assert split_layout(t, phase="train")["steps"] == [1, 2, 4, 5]
+    fig = t.plot.split(phase="validation")
+    assert [tick.get_text().split("\n")[0] for tick in fig.axes[0].get_yticklabels()] == ["step 3"]
+    with pytest.raises(ValueError, match=r"it has: build \(Keras\), train epoch 0, validation epoch 0, train epoch 1"):
+        split_layout(t, phase="predict")
+
+
+def test_explorer_pass_picker_keeps_the_slider_to_one_epoch():
+    ex = vizdist.show(_record_trace())
+    names = [label for label, _ in ex.pass_pick.options]
+    assert names == ["all steps", "build (Keras)", "train epoch 0", "validation epoch 0", "train epoch 1"]
+    ex.pass_pick.value = dict(ex.pass_pick.options)["train epoch 1"]
+    assert (ex.slider.min, ex.slider.max, ex.step) == (4, 5, 4)
+    assert 'data-step="4"' in ex.label.value and "train epoch 1" in ex.label.value
+    ex.pass_pick.value = ()
+    assert (ex.slider.min, ex.slider.max) == (0, 5)

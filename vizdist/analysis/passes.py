@@ -1,12 +1,12 @@
 """The passes of a ``vizdist.record()`` trace, each as a trace of its own.
 
 A trace recorded by :func:`vizdist.record` holds every distributed dataset read inside the block
-(``dataset`` column, ``meta["datasets"]``) and every pass over each (``phase``, ``epoch``,
-``epoch_step`` columns, ``meta["passes"]``). Each pass is one run the way
-:func:`vizdist.trace_distribution` records one: its steps count from 0 and its meta is the
-dataset's own. :func:`passes` cuts the trace that way, so every check reads one pass at a time:
-an element seen again in the next epoch is not a duplicate, and the last step of each epoch is the
-one that may be short.
+(``dataset`` column, ``meta["datasets"]``) and every pass over each, in the user's epochs (``phase``,
+``epoch``, ``epoch_step`` columns, ``meta["passes"]``). Each (dataset, phase, epoch) is read as one run
+the way :func:`vizdist.trace_distribution` records one, its meta the dataset's own, its steps keeping
+the block's step numbers (so a finding's step and its message name the same step). :func:`passes` cuts
+the trace that way, so every check reads one epoch at a time: an element seen again in the next epoch is
+not a duplicate, and the last step of each epoch is the one that may be short.
 
 Example:
     >>> import vizdist
@@ -15,7 +15,7 @@ Example:
     ...              for s in range(2)],
     ...     meta={"api": "record", "datasets": [{"num_replicas": 1}]})
     >>> [(p["phase"], p["epoch"], p["steps"], part.steps) for p, part in passes(t)]
-    [('train', 0, [0], [0]), ('train', 1, [1], [0])]
+    [('train', 0, [0], [0]), ('train', 1, [1], [1])]
 """
 
 from __future__ import annotations
@@ -53,10 +53,7 @@ def _mask(table: Any, dataset: Any, phase: str, epoch: Any) -> Any:
 
 
 def _one(table: Any, mask: Any) -> Any:
-    part = table[mask].copy()
-    if "epoch_step" in part.columns:
-        part["step"] = part["epoch_step"]
-    return part
+    return table[mask].copy()
 
 
 def passes(trace: Trace, *, phases: tuple[str, ...] | None = None) -> Iterator[tuple[dict[str, Any], Trace]]:

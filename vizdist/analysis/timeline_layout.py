@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from vizdist.contract import recording_call
+
 if TYPE_CHECKING:
     from vizdist.trace import Trace
 
@@ -236,7 +238,7 @@ def timeline_layout(
     if ev.empty:
         raise ValueError(
             "this trace has no timed spans (its events table is empty). Record it with "
-            "vizdist.trace_distribution(..., timing=True), or load a trace that was."
+            f"{recording_call(trace.meta, 'timing=True')}, or load a trace that was."
         )
     ev = _filter(ev, steps, workers, stages)
     if ev.empty:

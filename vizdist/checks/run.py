@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from vizdist.diagnose import Finding, check
 from vizdist.trace import Trace
 
-__all__ = ["empty_dataset", "timed_out"]
+__all__ = ["empty_dataset", "not_recorded", "timed_out"]
 
 _LOOP_KINDS = ("distribution", "multi_worker")
 
@@ -60,3 +60,15 @@ def timed_out(trace: Trace) -> Iterator[Finding]:
         "steps=N or a larger timeout=; if it was stuck, look for a source that waits forever (a generator "
         "or tf.data service that never yields, a lock in a py_function, a peer worker that is gone).",
         step=n)
+
+
+@check
+def not_recorded(trace: Trace) -> Iterator[Finding]:
+    """A ``vizdist.record()`` block read data it could not record (``meta["not_recorded"]``)."""
+    missed = trace.meta.get("not_recorded") or []
+    if not missed:
+        return
+    steps = int(trace.meta.get("steps_run") or 0)
+    head = "This block recorded nothing" if steps == 0 else f"This block recorded {steps} steps, but not all it read"
+    yield Finding("not-recorded", "warning", f"{head}: " + "; ".join(str(m) for m in missed) + ". What your "
+                  "code ran was not changed; only the trace is missing it.")

@@ -48,15 +48,18 @@ def _rebatch_rule(meta: TraceMeta, replicas: int) -> str:
 
     Example:
         >>> _rebatch_rule({"rebatch": "RebatchDataset"}, 4)
-        " (TF's legacy rebatch cut every batch, a short one too, into pieces of ceil(n / 4) in replica order; TF swaps it in when auto-sharding applies DATA, as AUTO does for a pipeline that reads no files, one worker included)"
+        " (TF's legacy rebatch cut every batch, a short one too, into pieces of ceil(n / 4) in replica order; TF takes it when auto-sharding applies DATA, as AUTO does for a pipeline that reads no files, one worker included, and when it cannot read a fixed batch size from the pipeline, as after a map that follows the batch)"
         >>> _rebatch_rule({}, 4)
         ''
     """
     op = meta.get("rebatch")
     if op == "RebatchDataset":
+        # input_lib.py (_make_rebatch_fn: the legacy op when compute_batch_size gives -1) and auto_shard.cc
+        # (ShardByData rewrites RebatchDatasetV2 to it)
         return (" (TF's legacy rebatch cut every batch, a short one too, into pieces of "
-                f"ceil(n / {replicas}) in replica order; TF swaps it in when auto-sharding applies DATA, as AUTO "
-                "does for a pipeline that reads no files, one worker included)")
+                f"ceil(n / {replicas}) in replica order; TF takes it when auto-sharding applies DATA, as AUTO "
+                "does for a pipeline that reads no files, one worker included, and when it cannot read a fixed "
+                "batch size from the pipeline, as after a map that follows the batch)")
     if op == "RebatchDatasetV2":
         return (" (TF's rebatch gives each replica a fixed share of a full global batch, shares that differ by at "
                 "most one, and fills them in replica order when a batch is short)")
@@ -329,7 +332,14 @@ def _duplicate_cause(meta: TraceMeta) -> str:
     """Why elements came twice, from what the trace knows of its input: a dataset_fn that ignores its
     InputContext, readers of the tf.data service with a job each, or the pipeline itself."""
     contexts = meta.get("input_contexts") or []
-    if meta.get("api") in _PER_PIPELINE and len(contexts) > 1:
+    if meta.get("api") in _PER_PIPELINE and len(contexts) > 1 and _shuffled_apart(meta):
+        return (
+            f"dataset_fn was called for {len(contexts)} input pipelines, and each shuffles before shard() with "
+            "its own random seed, so each pipeline shards a different order and their shards overlap (and miss "
+            "elements). Fix: give the shuffle a seed (shuffle(n, seed=...), the same in every pipeline), or "
+            "shard before shuffling."
+        )
+    if meta.get("api") in _PER_PIPELINE and len(contexts) > 1 and not _sharded(meta):
         return (
             f"dataset_fn was called for {len(contexts)} input pipelines but builds the same data in each "
             "(it ignores its InputContext), so every pipeline reads every element. Fix: in dataset_fn, add "
@@ -346,6 +356,30 @@ def _duplicate_cause(meta: TraceMeta) -> str:
     )
 
 
+def _first_pipeline(meta: TraceMeta) -> list[str]:
+    pipelines = meta.get("pipelines") or [meta.get("pipeline") or []]
+    return [str(op) for op in (pipelines[0] or [])]
+
+
+def _sharded(meta: TraceMeta) -> bool:
+    """Whether the pipelines a dataset_fn built shard their data (a shard other than shard(1, 0))."""
+    return bool((meta.get("pipeline_flags") or {}).get("shard")) or any(
+        op.startswith("shard(") and not op.startswith("shard(1, 0)") for op in _first_pipeline(meta))
+
+
+def _shuffled_apart(meta: TraceMeta) -> bool:
+    """Whether each pipeline of a dataset_fn shuffles before it shards, with seeds that differ between them
+    (or none: TF then draws a seed per pipeline at run time, ``random_seed.get_seed``)."""
+    ops = _first_pipeline(meta)
+    shuffle = next((i for i, op in enumerate(ops) if op.startswith("shuffle(")), None)
+    shard = next((i for i, op in enumerate(ops) if op.startswith("shard(") and not op.startswith("shard(1, 0)")),
+                 None)
+    if shuffle is None or shard is None or shuffle > shard:
+        return False
+    firsts = [tuple(s[0]) for s in meta.get("pipeline_shuffle_seeds") or [] if s]
+    return any(seed == (0, 0) for seed in firsts) or len(set(firsts)) > 1
+
+
 def _universe(source: dict[str, Any]) -> set[int] | None:
     card = source.get("cardinality")
     if source.get("id_is") == "value" and source.get("kind") == "range":
@@ -357,12 +391,36 @@ def _universe(source: dict[str, Any]) -> set[int] | None:
     return None
 
 
+def _part_read(trace: Trace) -> tuple[int, int] | None:
+    """One epoch of a ``record()`` trace that read only part of the data: (steps it read, steps the data
+    holds); None where it read all of it, or where that is not known."""
+    full = trace.meta.get("steps_per_pass")
+    if "phase" not in trace.meta or not isinstance(full, int) or trace.batches.empty:
+        return None
+    n = int(trace.batches["step"].nunique())
+    return (n, full) if n < full else None
+
+
+@check
+def partial_read(trace: Trace) -> Iterator[Finding]:
+    """An epoch read fewer steps than the data holds: the code asked for fewer (not missing data)."""
+    part = _part_read(trace)
+    if part is not None:
+        yield Finding(
+            "partial-read", "info",
+            f"This epoch read {part[0]} of the {part[1]} steps one pass of the data holds: your code stopped "
+            "reading (steps_per_epoch, evaluate/predict(steps=...), a loop that stops early). The elements it "
+            "did not read are not missing; a later epoch may read them.")
+
+
 @check
 def missing_elements(trace: Trace) -> Iterator[Finding]:
     meta = trace.meta
     flags: dict[str, Any] = meta.get("pipeline_flags") or {}
     if meta.get("provenance") != "tagged" or meta.get("stopped") not in (None, "end_of_data"):
         return
+    if ("phase" in meta and not isinstance(meta.get("steps_per_pass"), int)) or _part_read(trace) is not None:
+        return  # a record() epoch: elements are missing only from a pass known to have read all the data
     if any(flags.get(k) for k in ("filter", "take", "skip", "opaque")):
         return
     every_pipeline = _every_pipeline(meta)

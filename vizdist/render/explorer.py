@@ -16,7 +16,7 @@ import pandas as pd
 from vizdist._optional import require
 from vizdist.render._text import short
 from vizdist.render.html import cell_html, findings_html, ids_text, split_html
-from vizdist.render.layout import split_layout
+from vizdist.render.layout import pass_choices, split_layout
 from vizdist.trace import Trace
 
 __all__ = ["CARDS", "TEXT_REPLICAS", "Explorer", "show", "split_text"]
@@ -44,12 +44,13 @@ def split_text(layout: dict[str, Any], findings: pd.DataFrame) -> str:
         findings: none
     """
     lines = [layout["title"]]
-    for s, cells in zip(layout["steps"], layout["cells"], strict=False):
+    labels = layout.get("step_labels") or [""] * len(layout["steps"])
+    for s, cells, label in zip(layout["steps"], layout["cells"], labels, strict=False):
         parts = []
         for rep, c in list(zip(layout["replicas"], cells, strict=False))[:TEXT_REPLICAS]:
             body = "empty" if c["empty"] or not c["labels"] else "[" + ids_text(c["labels"]) + "]"
             parts.append(f"r{rep['id']} {body}")
-        lines.append(f"  step {s}: " + " | ".join(parts))
+        lines.append(f"  step {s}{f' ({label})' if label else ''}: " + " | ".join(parts))
     if layout["total_steps"] > len(layout["steps"]):
         lines.append(f"  ... {layout['total_steps'] - len(layout['steps'])} more steps")
     total = layout.get("total_replicas", len(layout["replicas"]))
@@ -88,6 +89,7 @@ class Explorer(widgets.VBox):  # type: ignore[misc]  # the base class comes from
         self.play = widgets.Play(value=steps[0], min=steps[0], max=steps[-1], interval=900,
                                  description="play")
         widgets.jslink((self.play, "value"), (self.slider, "value"))
+        self.pass_pick = self._pass_picker(trace)
         self.header = widgets.HTML(self._header_html())
         self.label = widgets.HTML()
         self.label.add_class("vizdist-step-label")
@@ -95,8 +97,8 @@ class Explorer(widgets.VBox):  # type: ignore[misc]  # the base class comes from
                                   layout=widgets.Layout(flex_flow="row wrap"))
         self.findings = widgets.HTML()
         self.slider.observe(self._on_step, names="value")
-        super().__init__([self.header, widgets.HBox([self.play, self.slider, self.label]), self.cards,
-                          self.findings])
+        controls = [self.play, self.slider, self.label] + ([self.pass_pick] if self.pass_pick is not None else [])
+        super().__init__([self.header, widgets.HBox(controls), self.cards, self.findings])
         self.add_class("vizdist-explorer")
         self._render(steps[0])
 
@@ -109,6 +111,26 @@ class Explorer(widgets.VBox):  # type: ignore[misc]  # the base class comes from
     @step.setter
     def step(self, value: int) -> None:
         self.slider.value = int(value)
+
+    def _pass_picker(self, trace: Trace) -> Any:
+        """A record() trace: a drop-down of its phases and epochs (Keras's build read among them)."""
+        choices = pass_choices(trace)
+        if not choices:
+            return None
+        pick = widgets.Dropdown(options=[("all steps", ())] + [(name, tuple(steps)) for name, steps in choices],
+                                value=(), description="show")
+        pick.add_class("vizdist-pass")
+        pick.observe(self._on_pass, names="value")
+        return pick
+
+    def _on_pass(self, change: dict[str, Any]) -> None:
+        """Keep the slider to the steps of the phase and epoch picked (all steps for "all steps")."""
+        steps = list(change["new"]) or self._steps
+        for w in (self.slider, self.play):
+            w.min, w.max = self._steps[0], self._steps[-1]  # widen first: the new range lies within
+        self.slider.value = steps[0]
+        for w in (self.slider, self.play):
+            w.min, w.max = steps[0], steps[-1]
 
     def _header_html(self) -> str:
         m = self._trace.meta
@@ -124,8 +146,9 @@ class Explorer(widgets.VBox):  # type: ignore[misc]  # the base class comes from
     def _render(self, step: int) -> None:
         lay = split_layout(self._trace, steps=[step], max_replicas=CARDS)  # this step only
         row = 0 if lay["steps"] else None
+        where = lay["step_labels"][0] if lay["steps"] else ""
         self.label.value = (f'<span data-step="{step}">step {step} of {lay["total_steps"]}'
-                            f" (0–{lay['total_steps'] - 1})</span>")
+                            f" (0–{lay['total_steps'] - 1}){f' · {escape(where)}' if where else ''}</span>")
         for card, rep, i in zip(self.cards.children, lay["replicas"], range(len(lay["replicas"])), strict=False):
             cell: dict[str, Any] = lay["cells"][row][i] if row is not None else {
                 "labels": [], "empty": True, "partial": False, "n": 0, "result": ""}

@@ -40,6 +40,7 @@ from typing import IO, TYPE_CHECKING, Any, BinaryIO
 import numpy as np
 
 from vizdist._files import write_file
+from vizdist.contract import recording_call
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -54,12 +55,12 @@ def _us(ns: np.ndarray) -> list[float]:
     return (ns.astype(np.float64) / 1000.0).tolist()
 
 
-def _check_spans(ev: pd.DataFrame) -> None:
+def _check_spans(ev: pd.DataFrame, meta: Any) -> None:
     """Raise ValueError unless ``ev`` has spans, none of which ends before it starts."""
     if ev.empty:
         raise ValueError(
             "this trace has no timed spans to export (its events table is empty). Record it with "
-            "vizdist.trace_distribution(..., timing=True)."
+            f"{recording_call(meta, 'timing=True')}."
         )
     bad = ev["t_end_ns"] < ev["t_start_ns"]
     if bad.any():
@@ -157,7 +158,7 @@ def _events(trace: Trace) -> tuple[Iterator[str], dict[str, Any]]:
     from vizdist.analysis.timeline_layout import lane_order
 
     ev = trace.events
-    _check_spans(ev)
+    _check_spans(ev, trace.meta)
     t0 = int(ev["t_start_ns"].min())
     names, tids = _track_names(lane_order(ev))
     enc = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode

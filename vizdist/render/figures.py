@@ -17,6 +17,8 @@ def plot_split(
     *,
     max_steps: int = 12,
     max_replicas: int = 16,
+    phase: str | None = None,
+    epoch: int | None = None,
     cmap: str = "viridis",
     title: str | None = None,
     ax: Any = None,
@@ -30,6 +32,9 @@ def plot_split(
         trace: a recorded run.
         max_steps: draw at most this many steps (the title says how many exist).
         max_replicas: draw at most this many replicas (the first ones; the title says how many exist).
+        phase, epoch: for a ``vizdist.record()`` trace, draw only the steps of that phase (``"train"``,
+            ``"validation"``, ``"evaluate"``, ``"predict"``, ``"build"``, ``"loop"``) and that epoch; each
+            step is labelled with its phase, epoch and step within the epoch either way.
         cmap: matplotlib colormap for source order.
         title: figure title (default: strategy, replicas, global batch).
         ax: draw into this Axes instead of a new figure.
@@ -50,7 +55,7 @@ def plot_split(
 
     if not isinstance(trace, Trace):
         raise TypeError(f"plot_split takes a vizdist.Trace; got {type(trace).__name__}.")
-    lay = split_layout(trace, max_steps=max_steps, max_replicas=max_replicas)
+    lay = split_layout(trace, max_steps=max_steps, max_replicas=max_replicas, phase=phase, epoch=epoch)
     n_rep, n_step = len(lay["replicas"]), len(lay["steps"])
     if ax is None:
         fig, ax = plt.subplots(figsize=(1.2 + 2.1 * max(n_rep, 1), 0.9 + 0.55 * max(n_step, 1)))
@@ -85,7 +90,8 @@ def plot_split(
     ax.set_xticklabels([f"replica {r['id']}\n{r['device']}" for r in lay["replicas"]], fontsize=8)
     ax.xaxis.tick_top()
     ax.set_yticks([n_step - 1 - i + 0.5 for i in range(n_step)])
-    ax.set_yticklabels([f"step {s}" for s in lay["steps"]], fontsize=8)
+    ax.set_yticklabels([f"step {s}" + (f"\n{label}" if label else "")
+                        for s, label in zip(lay["steps"], lay["step_labels"], strict=True)], fontsize=8)
     ax.tick_params(length=0)
     for spine in ax.spines.values():
         spine.set_visible(False)

@@ -56,12 +56,14 @@ def split_html(layout: dict[str, Any], *, step: int | None = None, title: bool =
         for r in layout["replicas"]
     )
     rows = []
-    for s, cells in zip(layout["steps"], layout["cells"], strict=False):
+    labels = layout.get("step_labels") or [""] * len(layout["steps"])
+    for s, cells, label in zip(layout["steps"], layout["cells"], labels, strict=False):
         bg = "background:#fff3c4;" if step == s else ""
+        name = f"step {s}" + (f"<br><small>{escape(label)}</small>" if label else "")
         tds = "".join(f'<td style="{_TD};{bg}{_MARK if (s, r["id"]) in marked else ""}"'
                       f'{" data-changed=1" if (s, r["id"]) in marked else ""}>{cell_html(c)}</td>'
                       for r, c in zip(layout["replicas"], cells, strict=False))
-        rows.append(f'<tr><th style="{_TD};{bg}">step {s}</th>{tds}</tr>')
+        rows.append(f'<tr><th style="{_TD};{bg}">{name}</th>{tds}</tr>')
     more = ""
     if layout["total_steps"] > len(layout["steps"]):
         more = f'<p><small>first {len(layout["steps"])} of {layout["total_steps"]} steps shown</small></p>'

@@ -9,14 +9,15 @@ widget all read this, never the trace tables directly.
 from __future__ import annotations
 
 import os
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from vizdist.render._text import MAX_LABEL, MAX_RESULT, short
 from vizdist.trace import Trace
 
-__all__ = ["element_label", "short_device", "split_layout"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["element_label", "pass_choices", "short_device", "split_layout", "step_labels"]
 
 
 def short_device(device: str) -> str:
@@ -51,16 +52,76 @@ def element_label(source_id: int, source: int, source_file: str, source_line: in
     return f"s{source}:{source_id}" if multi_source else str(source_id)
 
 
+def step_labels(trace: Trace) -> dict[int, str]:
+    """For a ``vizdist.record()`` trace, each step's place in the user's run: ``"train epoch 1 · 2"`` (phase,
+    the user's epoch, the step within it; ``"build (Keras)"`` for Keras's build read). Empty otherwise.
+
+    Example:
+        >>> t = Trace.from_records(batches=[dict(step=s, replica=0, n_elements=1, phase=p, epoch=0,
+        ...                                      epoch_step=k, dataset=0)
+        ...                                 for s, p, k in [(0, "build", 0), (1, "train", 0), (2, "train", 1)]],
+        ...                        meta={"api": "record"})
+        >>> step_labels(t)
+        {0: 'build (Keras)', 1: 'train epoch 0 · 0', 2: 'train epoch 0 · 1'}
+    """
+    b = trace.batches
+    if trace.meta.get("api") != "record" or not {"phase", "epoch", "epoch_step"} <= set(b.columns) or b.empty:
+        return {}
+    first = b.drop_duplicates("step")
+    out = {}
+    for s, ph, ep, k in zip(first["step"].tolist(), first["phase"].astype(str).tolist(), first["epoch"].tolist(),
+                            first["epoch_step"].tolist(), strict=True):
+        out[int(s)] = "build (Keras)" if ph == "build" else f"{ph} epoch {int(ep)} · {int(k)}"
+    return out
+
+
+def pass_choices(trace: Trace) -> list[tuple[str, list[int]]]:
+    """For a ``vizdist.record()`` trace, each (phase, epoch) in run order with its steps: what a selector
+    offers (``[]`` for any other trace).
+
+    Example:
+        >>> t = Trace.from_records(batches=[dict(step=s, replica=0, n_elements=1, phase="train", epoch=s // 2,
+        ...                                      epoch_step=s % 2, dataset=0) for s in range(4)],
+        ...                        meta={"api": "record"})
+        >>> pass_choices(t)
+        [('train epoch 0', [0, 1]), ('train epoch 1', [2, 3])]
+    """
+    labels = step_labels(trace)
+    out: dict[str, list[int]] = {}
+    for s in sorted(labels):
+        key = labels[s].rsplit(" · ", 1)[0]
+        out.setdefault(key, []).append(s)
+    return list(out.items())
+
+
+def _selected_steps(trace: Trace, phase: str | None, epoch: int | None) -> list[int]:
+    steps = trace.steps
+    if phase is None and epoch is None:
+        return steps
+    b = trace.batches
+    if not {"phase", "epoch"} <= set(b.columns):
+        raise ValueError("phase= and epoch= pick steps of a vizdist.record() trace; this trace has no "
+                         "phase or epoch column (it was not recorded by vizdist.record()).")
+    keep = b[((b["phase"].astype(str) == phase) if phase is not None else True)
+             & ((b["epoch"] == epoch) if epoch is not None else True)]
+    if keep.empty:
+        have = ", ".join(name for name, _ in pass_choices(trace)) or "none"
+        raise ValueError(f"no step of this trace is in phase={phase!r}, epoch={epoch!r}; it has: {have}.")
+    return sorted(int(s) for s in keep["step"].unique())
+
+
 def split_layout(trace: Trace, *, max_steps: int | None = None, max_replicas: int | None = None,
-                 steps: list[int] | None = None) -> dict[str, Any]:
+                 phase: str | None = None, epoch: int | None = None, steps: list[int] | None = None) -> dict[str, Any]:
     """Plain-JSON description of who got what, step by step.
 
     Each replica has its device and its worker (the process it runs in; ``None`` for a tf.data service
     trace, whose replicas are in the consumer); each cell its ids, labels and, for a service trace, the
-    service ``workers`` that made its elements. ``max_steps`` / ``max_replicas`` keep the first steps /
-    replicas only (``total_steps`` / ``total_replicas`` say how many there are), and ``steps`` lays out
-    just those steps (a live view, one step at a time), so a view of a trace with thousands of replicas
-    or millions of steps costs what its picture shows.
+    service ``workers`` that made its elements. For a ``vizdist.record()`` trace each step has a label
+    (``step_labels``: phase, the user's epoch, the step within it), and ``phase=`` / ``epoch=`` keep only
+    the steps of that phase and epoch. ``max_steps`` / ``max_replicas`` keep the first steps / replicas
+    only (``total_steps`` / ``total_replicas`` say how many there are), and ``steps`` lays out just those
+    steps (a live view, one step at a time), so a view of a trace with thousands of replicas or millions
+    of steps costs what its picture shows.
 
     Example:
         >>> t = Trace.from_records(
@@ -73,13 +134,16 @@ def split_layout(trace: Trace, *, max_steps: int | None = None, max_replicas: in
         >>> split_layout(t, max_replicas=1)["total_replicas"], len(split_layout(t, max_replicas=1)["replicas"])
         (2, 1)
     """
-    all_steps, replicas = trace.steps, trace.replicas
-    shown = all_steps if max_steps is None else all_steps[:max_steps]
+    selected = _selected_steps(trace, phase, epoch)
+    shown = selected if max_steps is None else selected[:max_steps]
     if steps is not None:
-        shown = [s for s in steps if s in set(all_steps)]
+        kept = set(selected)
+        shown = [s for s in steps if s in kept]
+    replicas = trace.replicas
     shown_reps = replicas if max_replicas is None else replicas[:max_replicas]
     e, b = _shown_rows(trace.elements, shown, shown_reps), _shown_rows(trace.batches, shown, shown_reps)
     e = e.sort_values(["step", "replica", "position"], kind="stable")
+    labels = step_labels(trace)
     device, input_device, worker = _replica_places(_firsts(trace.batches, shown_reps),
                                                    _firsts(trace.elements, shown_reps))
     # tf.data service traces: each element may come from a different service worker; name it.
@@ -92,9 +156,10 @@ def split_layout(trace: Trace, *, max_steps: int | None = None, max_replicas: in
     ids = trace.elements["source_id"]
     meta = trace.meta
     return {
-        "title": _title(trace),
+        "title": _title(trace, phase, epoch),
         "steps": shown,
-        "total_steps": len(all_steps),
+        "step_labels": [labels.get(s, "") for s in shown],
+        "total_steps": len(selected),
         "total_replicas": len(replicas),
         # A service trace's replicas live in the consumer: "worker" there is who made each element (per
         # cell, "workers"), not a property of the replica.
@@ -162,7 +227,7 @@ def _fill_batches(cells: dict[tuple[int, int], dict[str, Any]], b: pd.DataFrame,
             c["empty"] = c["n"] == 0
 
 
-def _title(trace: Trace) -> str:
+def _title(trace: Trace, phase: str | None = None, epoch: int | None = None) -> str:
     m = trace.meta
     parts = [short(m.get("strategy", "trace"), MAX_LABEL)]
     n = m.get("num_replicas") or len(trace.replicas)
@@ -171,6 +236,8 @@ def _title(trace: Trace) -> str:
         parts.append(f"global batch {m['global_batch_size']}")
     if m.get("api"):
         parts.append(short(m["api"], MAX_LABEL))
+    if phase is not None or epoch is not None:
+        parts.append(" ".join(x for x in (phase, None if epoch is None else f"epoch {epoch}") if x))
     note = _PROVENANCE_LABELS.get(str(m.get("provenance", "")))
     return " · ".join(parts) + (f"\n{note}" if note else "")
 

@@ -30,7 +30,7 @@ from html import escape
 from typing import Any
 
 from vizdist._clip import clip
-from vizdist.contract import PlacementMeta, PlacementOp
+from vizdist.contract import PlacementMeta, PlacementOp, recording_call
 from vizdist.render._text import MAX_WIDTH_IN, MIN_TEXT_PT, TITLE_PT, plain_figure, short, text_inches
 from vizdist.trace import Trace
 
@@ -56,8 +56,8 @@ def _placement(trace: Trace) -> PlacementMeta:
         raise TypeError(f"the placement view takes a vizdist.Trace; got {type(trace).__name__}.")
     p = trace.meta.get("placement")
     if not p:
-        raise ValueError("this trace has no placement record: record it with "
-                         "vizdist.trace_distribution(..., placement=True).")
+        raise ValueError(f"this trace has no placement record: record it with "
+                         f"{recording_call(trace.meta, 'placement=True')}.")
     return p
 
 

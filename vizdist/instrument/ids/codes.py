@@ -82,11 +82,11 @@ def untag(element: Any) -> tuple[Any, Any]:
     return element["tag"], element["value"]
 
 
-#: Transformations (by their label in ``info["pipeline"]``) that pass values through unchanged and
-#: run alike however often the dataset is iterated (not ``shuffle``: a user's dataset reshuffles on
-#: every iteration, where vizdist's rebuilt copy runs as a fresh dataset would, like plain TF's first).
+#: Transformations (by their label in ``info["pipeline"]``) that pass values through unchanged. Over
+#: them the user's dataset itself is distributed (no copy), so its own state (a shuffle's reshuffle
+#: sequence, a cache) is the one that runs.
 _KEEP_VALUES = ("range(", "batch(", "rebatch(", "unbatch", "filter", "take_while", "take(", "skip(",
-                "shard(", "prefetch(", "cache")
+                "shard(", "prefetch(", "cache", "shuffle(")
 
 
 def values_are_ids(dataset: tf.data.Dataset, info: dict[str, Any]) -> bool:

@@ -58,17 +58,17 @@ Example:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
-from tensorflow.python.data.ops import directed_interleave_op, readers, shuffle_op
+from tensorflow.python.data.ops import directed_interleave_op, readers
 from tensorflow.python.data.util import structure
 from tensorflow.python.util import variable_utils
 
+from vizdist.instrument.ids import random_state
 from vizdist.instrument.ids.codes import (
     FILE_UNKNOWN,
     FINGERPRINT_BUCKETS,
@@ -81,8 +81,11 @@ from vizdist.instrument.service import own as service_own
 from vizdist.instrument.service import registry as service_registry
 
 # decode_tags, keyed, untag, values_are_ids and the layout's constants live in .codes (the read side)
-__all__ = ["Tagged", "Untaggable", "cardinality", "tag_dataset"]
+__all__ = ["ROW_BITS", "Tagged", "Untaggable", "cardinality", "tag_batch_rows", "tag_dataset"]
 
+#: Bits of a tag that tell the rows of one source element apart when that element is a batch
+#: (:func:`tag_batch_rows`; decoded as ``source_line``).
+ROW_BITS = 24
 #: Up to this many files, a file's index is found by comparing names (files^2 comparisons in all).
 SCAN_FILES = 1024
 MAX_SOURCES = 127
@@ -131,10 +134,13 @@ def apply_fn(wrapper: Any, value: Any) -> Any:
 
     Tracing the function inline (rather than calling TF's traced ConcreteFunction) builds the very
     same ops without a function-call op per element, which keeps tagging cheap. Falls back to the
-    traced function when the Python function is not available.
+    traced function when the Python function is not available, and calls it where the function holds a
+    stateful random op: a random op's seeds come from the graph it was traced in (the global seed then,
+    and its place among the graph's random ops), so only the user's own traced graph draws the user's
+    numbers.
     """
     func = getattr(wrapper, "_func", None)
-    if func is None:
+    if func is None or random_state.random_in_function(wrapper):
         return _call(wrapper, value)
     args = value if type(value) is tuple else (value,)  # tf.data's _should_unpack
     ret = variable_utils.convert_variables_to_tensors(func(*args))
@@ -159,17 +165,6 @@ def _deterministic(code: str) -> bool | None:
     return {"true": True, "false": False}.get(code)
 
 
-@contextlib.contextmanager
-def _fixed_seeds(seed: Any, seed2: Any) -> Iterator[None]:
-    """Make the next shuffle use the original op's seeds (same order as untraced)."""
-    original = shuffle_op.random_seed.get_seed
-    shuffle_op.random_seed.get_seed = lambda _seed: (seed, seed2)
-    try:
-        yield
-    finally:
-        shuffle_op.random_seed.get_seed = original
-
-
 def _upstream_has(ds: Any, kinds: set[str], depth: int = 0) -> bool:
     if depth > 200:
         return False
@@ -187,12 +182,27 @@ def _bits(cardinality: int) -> int:
     return max(cardinality - 1, 0).bit_length() if cardinality >= 0 else SOURCE_SHIFT
 
 
+#: Transformations that change neither which file names a list holds nor how many (only their order).
+_SAME_NAMES = ("_ShuffleDataset", "_PrefetchDataset", "_OptionsDataset")
+
+
+def _names_source(filenames: Any) -> Any:
+    """A dataset holding the same file names as ``filenames`` that can be read without drawing from the
+    user's random state (reading a reshuffling list would advance its sequence: the next epoch's file order
+    would change), or None when there is none (e.g. ``take`` after a shuffle)."""
+    ds = filenames
+    while type(ds).__name__ in _SAME_NAMES:
+        ds = ds._input_dataset
+    return None if random_state.reshuffles(ds) else ds
+
+
 def _known_files(filenames: Any) -> list[str] | None:
     """The list of file names a reader will open, when it can be read up front (else None)."""
     with contextlib.suppress(Exception):
-        card = cardinality(filenames)
+        names_ds = _names_source(filenames)
+        card = cardinality(names_ds) if names_ds is not None else -1
         if 0 <= card < FILE_UNKNOWN:  # read as one batch: works eagerly and in graph mode
-            names = tensor_value(filenames.batch(card).get_single_element()) if card else []
+            names = tensor_value(names_ds.batch(card).get_single_element()) if card else []
             return [f.decode() if isinstance(f, bytes) else str(f) for f in names]
     return None
 
@@ -308,6 +318,7 @@ class Builder:
         self.ambiguities: list[str] = []
         self.positional: list[str] = []
         self.services: list[dict[str, Any]] = []
+        self.shuffle_seeds: list[list[Any]] = []  # each shuffle's (seed, seed2), source first
         self._orders: dict[int, dict[str, Any]] = {}  # id of a flat_map/interleave -> its order
         self.flags: dict[str, Any] = {
             "global_batch_size": None, "drop_remainder": None, "batched": False,
@@ -572,9 +583,12 @@ class Builder:
         # random_seed.py, get_seed: "the C++ ops interpret it as nondeterminism"): each process its own order.
         if const_value(ds._seed) == 0 and const_value(ds._seed2) == 0:
             self.flags["shuffle_unseeded"] = True
-        with _fixed_seeds(ds._seed, ds._seed2):
-            return shuffle_op._ShuffleDataset(
-                t, ds._buffer_size, seed=None, reshuffle_each_iteration=ds._reshuffle_each_iteration)
+        self.shuffle_seeds.append([const_value(ds._seed), const_value(ds._seed2)])
+        shuffled = random_state.shared_shuffle(t, ds)  # the user's seeds and reshuffle sequence
+        if shuffled is None:
+            raise Untaggable("a shuffle whose reshuffle sequence vizdist cannot share with its copy (TF made "
+                             "it without a seed generator vizdist can read)")
+        return shuffled
 
     def _repeat(self, ds: Any) -> tf.data.Dataset:
         first = len(self.sources)
@@ -624,6 +638,10 @@ class Builder:
         return t.prefetch(int(size) if size is not None else ds._buffer_size)
 
     def _cache(self, ds: Any) -> tf.data.Dataset:
+        if random_state.reshuffles(ds._input_dataset):
+            # The user's cache keeps the first pass's random draws; a copy's cache would draw new ones.
+            raise Untaggable("a cache over random data (a shuffle, Dataset.random or a random map): the "
+                             "elements the user's cache holds cannot be shared with vizdist's copy")
         t = self.build(ds._input_dataset)
         fname = const_value(ds._filename) or ""
         if isinstance(fname, bytes):
@@ -795,9 +813,48 @@ def tag_dataset(dataset: tf.data.Dataset) -> Tagged:
     notes = [f"{op}: ids number its output elements (their position), not the source elements that made them"
              for op in b.positional] + b.ambiguities
     provenance = "positional" if b.positional else "ambiguous" if b.ambiguities else "tagged"
-    info = {"provenance": provenance, "provenance_notes": notes, "sources": b.sources, "pipeline": b.ops, **b.flags}
+    info = {"provenance": provenance, "provenance_notes": notes, "sources": b.sources, "pipeline": b.ops, **b.flags,
+            "shuffle_seeds": b.shuffle_seeds}
     if b.services:
         info["services"] = b.services
     return Tagged(dataset=tagged, info=info)
 
 
+
+
+def tag_batch_rows(tagged: Tagged) -> Tagged | None:
+    """Where each tagged element is a whole batch (one tag, values with a batch dimension: a generator of
+    batches, as Keras makes of a Python generator), give each row a tag of its own: the element's tag plus
+    the row's place in it (``source_line``), so a strategy splitting the batch splits the tags with it.
+    None when the values have no batch dimension to split.
+
+    Example:
+        >>> import tensorflow as tf                                                       # doctest: +SKIP
+        >>> gen = tf.data.Dataset.from_generator(lambda: iter([[1, 2], [3, 4]]), output_signature=
+        ...     tf.TensorSpec([None], tf.int64))                                          # doctest: +SKIP
+        >>> rows = tag_batch_rows(tag_dataset(gen))                                       # doctest: +SKIP
+        >>> [t.numpy().tolist() for t, _ in rows.dataset]                                 # doctest: +SKIP
+        [[0, 16777216], [1, 16777217]]
+    """
+    leaves = [s for s in tf.nest.flatten(tagged.dataset.element_spec[1]) if hasattr(s, "shape")]
+    if not leaves or any(spec.shape.rank in (None, 0) for spec in leaves):
+        return None
+    sources = tagged.info.get("sources", [])
+    if any(src.get("parts") or src.get("epochs") for src in sources):
+        return None
+    # An element count with no known end (an endless generator) keeps the low bits below the rows' field.
+    shift = min(max((_used_bits(src) for src in sources), default=0), SOURCE_SHIFT - ROW_BITS)
+    notes = ["each source element is a batch: its rows are told apart in source_line"]
+    if any(src.get("id_bits", SOURCE_SHIFT) > shift for src in sources):
+        notes.append(f"element numbers are counted modulo 2^{shift}")
+    info = dict(tagged.info, sources=[dict(src, id_bits=min(src.get("id_bits", SOURCE_SHIFT), shift),
+                                           parts={"shift": shift, "bits": ROW_BITS}) for src in sources])
+    info["provenance_notes"] = [*info.get("provenance_notes", []), *notes]
+    keep = (((1 << 7) - 1) << SOURCE_SHIFT) | ((1 << shift) - 1)  # the source (< 128) and the element number
+
+    def rows(tag: tf.Tensor, value: Any) -> Any:
+        n = tf.shape(tf.nest.flatten(value)[0], out_type=tf.int64)[0]
+        row = tf.bitwise.left_shift(tf.range(n, dtype=tf.int64), shift)
+        return tf.bitwise.bitwise_and(tag, keep) + row, value
+
+    return Tagged(dataset=tagged.dataset.map(rows), info=info)

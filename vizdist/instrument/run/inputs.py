@@ -17,7 +17,7 @@ from tensorflow.core.framework import graph_pb2
 
 from vizdist.errors import TracingError
 from vizdist.instrument.ids.codes import keyed, tensor_value, untag, values_are_ids
-from vizdist.instrument.ids.tagging import Untaggable, cardinality, tag_dataset
+from vizdist.instrument.ids.tagging import Untaggable, cardinality, tag_batch_rows, tag_dataset
 from vizdist.instrument.run import engine
 from vizdist.instrument.run.rows import num_workers, replica_devices, strategy_name
 from vizdist.instrument.service import own as service_own
@@ -159,6 +159,8 @@ def tag_global(strategy: Any, dataset: Any, steps: int | None, *, ids_in_values:
     except Untaggable as exc:
         tagged, meta["provenance_note"] = None, str(exc)
     if tagged is not None and strategy.num_replicas_in_sync > 1 and _is_unbatched(tagged.dataset):
+        tagged = tag_batch_rows(tagged)  # elements that are batches themselves (a generator's): one tag a row
+    if tagged is None and "provenance_note" not in meta:
         raise ValueError(
             f"the dataset is not batched, but {strategy_name(strategy)} splits each element across "
             f"{strategy.num_replicas_in_sync} replicas along its first (batch) dimension. Batch it with "
@@ -224,6 +226,7 @@ class TaggingFn:
         per_pipeline = info.get("global_batch_size")
         meta = {"per_replica_batch_size": per_pipeline, "input_contexts": self.contexts,
                 "pipelines": [i.get("pipeline") for i in self.infos],
+                "pipeline_shuffle_seeds": [i.get("shuffle_seeds", []) for i in self.infos],
                 "element_spec": str(self.specs[0] if self.specs else None),
                 "global_batch_size": per_pipeline * strategy.num_replicas_in_sync if per_pipeline else None}
         cards = self.cards

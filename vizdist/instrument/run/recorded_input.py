@@ -35,7 +35,10 @@ from tensorflow.python.ops import gen_dataset_ops
 
 from vizdist.instrument.ids.codes import untag
 
-__all__ = ["StepSink", "classes", "recorded"]
+__all__ = ["TF_DISTRIBUTED_DATASETS", "StepSink", "classes", "recorded"]
+
+#: TF's distributed datasets, which a recording turns into its own subclasses.
+TF_DISTRIBUTED_DATASETS = (input_lib.DistributedDataset, input_lib.DistributedDatasetsFromFunction)
 
 
 class StepSink(Protocol):

@@ -7,14 +7,18 @@ back TF's own distributed dataset turned into a recording subclass
 (:mod:`vizdist.instrument.run.recorded_input`): it strips the tag before the user's code sees a value
 and reports what each replica got at each step, eagerly or from inside a ``tf.function``.
 
+Keras's inputs that are not datasets (arrays, ``PyDataset``) are recorded in Keras's own pipeline
+(:mod:`vizdist.instrument.run.keras_inputs`). Only the thread that opened the block is recorded: a
+plain run in another thread goes through TF and Keras untouched.
+
 Each ``iter()`` of a recorded dataset starts a *pass*. A pass belongs to a phase, read from where
 it was started: ``train`` (inside Keras ``fit``), ``validation`` (``evaluate`` called by ``fit``),
 ``evaluate``, ``predict``, ``build`` (Keras 3's ``_maybe_symbolic_build``: before ``fit`` and each
 ``evaluate`` run their steps, Keras reads one batch from a fresh pass to learn the input shapes and
 drops it; it is a real read, and it advances a reshuffling dataset's order), or ``loop`` (the user's
-own code). ``epoch`` numbers the passes of a phase
-that delivered data (0-based); ``step`` numbers the steps of the whole block (unique, in the order
-they ran) and ``epoch_step`` the steps within a pass.
+own code). ``epoch`` is the user's epoch (:mod:`vizdist.instrument.run.epochs`: Keras's epoch number in
+``fit``, each dataset's own pass count in a loop); ``step`` numbers the steps of the whole block
+(unique, in the order they ran) and ``epoch_step`` the steps within an epoch.
 
 Example:
     >>> import vizdist                                                    # doctest: +SKIP
@@ -25,9 +29,12 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import sys
 import threading
+import warnings
+import weakref
 from types import FrameType
 from typing import Any
 
@@ -36,15 +43,17 @@ import pandas as pd
 import tensorflow as tf
 from tensorflow.python.distribute import distribute_lib
 
-from vizdist.errors import TracingError
+from vizdist.errors import RecordingWarning, TracingError
 from vizdist.instrument.run import engine, recorded_input
+from vizdist.instrument.run.epochs import Passes
 from vizdist.instrument.run.inputs import TaggingFn, base_meta, input_meta, tag_global
+from vizdist.instrument.run.keras_inputs import KerasHooks, keras_source
 from vizdist.instrument.run.observers import observers_for
 from vizdist.instrument.run.reader import StepReader
 from vizdist.instrument.service import registry as service_registry
 from vizdist.trace import Trace
 
-__all__ = ["PHASES", "TIMING_NOTE", "DatasetRecord", "Recording", "record"]
+__all__ = ["PHASES", "TIMING_NOTE", "DatasetRecord", "Recording", "RecordingWarning", "record"]
 
 #: Where a pass can start.
 PHASES = ("train", "validation", "evaluate", "predict", "build", "loop")
@@ -88,8 +97,9 @@ class DatasetRecord:
     """
 
     def __init__(self, recording: Recording, strategy: Any, info: dict[str, Any], meta: dict[str, Any], *,
-                 tagged: bool, ids_in_values: bool) -> None:
+                 tagged: bool, ids_in_values: bool, source: Any = None) -> None:
         self.recording, self.strategy, self.info, self.meta = recording, strategy, info, meta
+        self.source = source  # the user's dataset (or dataset_fn): a loop's passes over it count as its epochs
         self.key = next(_keys)
         self.index = len(recording.datasets)
         self.tagged, self.ids_in_values = tagged, ids_in_values
@@ -198,15 +208,16 @@ class Recording:
         self.run = engine.Run(None, api="record", observers=observers_for(
             timing=timing, placement=placement, users_code=True, note=TIMING_NOTE))
         self.datasets: list[DatasetRecord] = []
-        self.passes: list[dict[str, Any]] = []  # serial -> {"dataset", "phase", "steps"}
-        self.step_pass: list[int] = []  # global step -> pass serial
-        self.step_in_pass: list[int] = []
+        self.epochs = Passes()
         self.active = False
         self.ended = False
+        self.thread: threading.Thread | None = None  # the thread that opened the block: the one recorded
         self.notes: list[str] = []  # what was not recorded, and why (goes to meta["note"])
-        self._current: dict[int, int] = {}  # dataset index -> its latest pass
+        self.unrecorded: list[str] = []  # what the block read but could not record (meta["not_recorded"])
+        self.hooks = KerasHooks(self)
         self._lock = threading.Lock()
-        self._saved: dict[str, Any] = {}
+        self._saved: dict[Any, Any] = {}
+        self._handed_out: weakref.WeakSet[Any] = weakref.WeakSet()  # plain datasets the block itself gave out
         self._trace: Trace | None = None
 
     # -- the block --------------------------------------------------------------
@@ -220,6 +231,7 @@ class Recording:
                     "vizdist.record() needs eager execution (TF2's default); it is off in this process "
                     "(tf.compat.v1.disable_eager_execution()). Use vizdist.trace_tf1 for a Session program.")
             _active = self
+            self.thread = threading.current_thread()
             self._patch()
         try:
             self.run.__enter__()  # placement: TF's debugger on for the whole block
@@ -235,6 +247,12 @@ class Recording:
             self.run.__exit__(*exc)
         finally:
             self._end()
+        if exc[0] is None:
+            self._warn_unrecorded()
+
+    def owns_thread(self) -> bool:
+        """True in the thread that opened the block (the only one recorded)."""
+        return self.active and threading.current_thread() is self.thread
 
     @property
     def timer(self) -> Any:
@@ -249,46 +267,102 @@ class Recording:
 
     def _patch(self) -> None:
         base = distribute_lib.StrategyBase
-        self._saved = {"experimental_distribute_dataset": base.experimental_distribute_dataset,
-                       "distribute_datasets_from_function": base.distribute_datasets_from_function}
+        self._saved = {(base, "experimental_distribute_dataset"): base.experimental_distribute_dataset,
+                       (base, "distribute_datasets_from_function"): base.distribute_datasets_from_function}
         original_ds, original_fn = self._saved.values()
 
         def experimental_distribute_dataset(strategy: Any, dataset: Any, options: Any = None) -> Any:
-            if _from_vizdist():
+            if _from_vizdist() or not self.owns_thread():
                 return original_ds(strategy, dataset, options)
             return self.distribute_dataset(original_ds, strategy, dataset, options)
 
         def distribute_datasets_from_function(strategy: Any, dataset_fn: Any, options: Any = None) -> Any:
-            if _from_vizdist():
+            if _from_vizdist() or not self.owns_thread():
                 return original_fn(strategy, dataset_fn, options)
             return self.distribute_function(original_fn, strategy, dataset_fn, options)
 
         base.experimental_distribute_dataset = experimental_distribute_dataset
         base.distribute_datasets_from_function = distribute_datasets_from_function
+        for cls in recorded_input.TF_DISTRIBUTED_DATASETS:
+            self._saved[(cls, "__iter__")] = cls.__iter__
+            cls.__iter__ = self._iter_seen(cls, cls.__iter__)
+        self.hooks.install()
+
+    def _iter_seen(self, cls: type, original: Any) -> Any:
+        """``__iter__`` of TF's distributed datasets: notes one that was distributed outside the block."""
+        def __iter__(dist: Any) -> Any:
+            if type(dist) is cls and self.owns_thread() and dist not in self._handed_out:
+                self._not_recorded(f"a {cls.__name__} distributed before the block (or by another thread) was "
+                                   "read in it: distribute (or build) the dataset inside `with vizdist.record():`")
+            return original(dist)
+
+        return __iter__
 
     def _unpatch(self) -> None:
-        for name, fn in self._saved.items():
-            setattr(distribute_lib.StrategyBase, name, fn)
+        self.hooks.remove()
+        for (owner, name), fn in self._saved.items():
+            setattr(owner, name, fn)
         self._saved = {}
+
+    def _not_recorded(self, what: str) -> None:
+        with self._lock:
+            if what not in self.unrecorded:
+                self.unrecorded.append(what)
+
+    def _warn_unrecorded(self) -> None:
+        """At block exit: a warning naming what was read but not recorded (and an empty block)."""
+        steps = len(self.epochs.step_pass)
+        what = list(self.unrecorded) + list(self.notes)
+        if steps == 0 and not what:
+            what = ["no dataset was distributed and read inside the block (TF's default strategy hands the "
+                    "dataset to your loop as it is: iterate strategy.experimental_distribute_dataset(ds), or "
+                    "run Keras fit / evaluate / predict inside the block)"]
+        if what:
+            head = "recorded nothing" if steps == 0 else f"recorded {steps} steps, but not everything it read"
+            warnings.warn(f"vizdist.record(): the block {head}: " + "; ".join(what), RecordingWarning, stacklevel=3)
 
     # -- distributing -------------------------------------------------------------
     def distribute_dataset(self, original: Any, strategy: Any, dataset: Any, options: Any) -> Any:
         """``experimental_distribute_dataset`` of a tagged copy, as TF's own recorded subclass."""
         if not isinstance(dataset, tf.data.Dataset):
             return original(strategy, dataset, options)  # TF says what is wrong, unchanged
+        keras_info = keras_source(dataset)
+        if keras_info is not None:  # Keras's own pipeline, ids in it already
+            return self._distribute_tagged(original, strategy, dataset, options, keras_info)
         try:
             ds, inp = tag_global(strategy, dataset, None, ids_in_values=True, endless_ok=True)
             dist = original(strategy, ds, options)
         except Exception as exc:  # the user's run goes on as written, unrecorded; TF's own errors stay TF's
             return self._unrecorded(exc, lambda: original(strategy, dataset, options))
         meta = base_meta(strategy, "experimental_distribute_dataset")
-        meta["options"] = _options(options)
-        sink = self._new_dataset(strategy, inp.info, meta, tagged=inp.tagged, ids_in_values=inp.ids_in_values)
+        meta.update(options=_options(options), steps_per_pass=inp.known_steps)
+        sink = self._new_dataset(strategy, inp.info, meta, tagged=inp.tagged, ids_in_values=inp.ids_in_values,
+                                 source=id(dataset))
         inp.dist = dist
         if isinstance(dist, tf.data.Dataset):  # the default strategy hands the dataset itself to its replica
             values = dataset if inp.ids_in_values or not inp.tagged else ds.map(lambda e: e["value"])
             meta.update(input_meta(inp, dataset))
             return recorded_input.plain(ds, values, sink)
+        meta.update(input_meta(inp, dist))
+        return recorded_input.recorded(dist, sink)
+
+    def _distribute_tagged(self, original: Any, strategy: Any, dataset: Any, options: Any,
+                           info: dict[str, Any]) -> Any:
+        """Distribute a dataset whose elements are ``{"tag", "value"}`` already (a Keras adapter's)."""
+        from vizdist.instrument.run.inputs import Input
+
+        try:
+            dist = original(strategy, dataset, options)
+        except Exception as exc:
+            return self._unrecorded(exc, lambda: original(strategy, dataset, options))
+        meta = base_meta(strategy, "experimental_distribute_dataset")
+        meta.update(options=_options(options), steps_per_pass=info.get("steps_per_pass"))
+        inp = Input(dist, info, True, None, {"global_batch_size": info.get("global_batch_size"),
+                                             "input_contexts": [], "element_spec": str(dataset.element_spec)})
+        sink = self._new_dataset(strategy, info, meta, tagged=True, ids_in_values=False, source=id(dataset))
+        if isinstance(dist, tf.data.Dataset):
+            meta.update(input_meta(inp, dataset))
+            return recorded_input.plain(dataset, dataset.map(lambda e: e["value"]), sink)
         meta.update(input_meta(inp, dist))
         return recorded_input.recorded(dist, sink)
 
@@ -305,7 +379,7 @@ class Recording:
         info, fn_meta, _ = traced_fn.summary(strategy)
         meta = base_meta(strategy, "distribute_datasets_from_function")
         meta.update(fn_meta, options=_options(options))
-        sink = self._new_dataset(strategy, info, meta, tagged=True, ids_in_values=False)
+        sink = self._new_dataset(strategy, info, meta, tagged=True, ids_in_values=False, source=id(dataset_fn))
         if isinstance(dist, tf.data.Dataset):
             return recorded_input.plain(dist, dist.map(lambda e: e["value"]), sink)
         return recorded_input.recorded(dist, sink)
@@ -316,37 +390,29 @@ class Recording:
         If TF refuses the user's own dataset too, that (TF's) error is what the user sees.
         """
         result = plain()
+        with contextlib.suppress(TypeError):  # read in the block: not one distributed before it
+            self._handed_out.add(result)
         self.notes.append(f"a dataset distributed in the block was not recorded: vizdist could not follow it "
                           f"({type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}); "
                           "your code ran on it unchanged")
         return result
 
     def _new_dataset(self, strategy: Any, info: dict[str, Any], meta: dict[str, Any], *, tagged: bool,
-                     ids_in_values: bool) -> DatasetRecord:
+                     ids_in_values: bool, source: Any = None) -> DatasetRecord:
         with self._lock:
-            sink = DatasetRecord(self, strategy, info, meta, tagged=tagged, ids_in_values=ids_in_values)
+            sink = DatasetRecord(self, strategy, info, meta, tagged=tagged, ids_in_values=ids_in_values,
+                                 source=source)
             self.datasets.append(sink)
         self.run.attach(sink.reader)  # placement: each eager step's batches' devices, NaN/Inf rows
         return sink
 
     # -- passes and steps ---------------------------------------------------------
     def new_pass(self, sink: DatasetRecord, phase: str) -> None:
-        with self._lock:
-            self._current[sink.index] = len(self.passes)
-            self.passes.append({"dataset": sink.index, "phase": phase, "steps": 0})
+        self.epochs.new_pass(sink.index, phase, source=sink.source)
 
     def begin_step(self, sink: DatasetRecord) -> int:
         """The block's next step number, counted in the pass ``sink`` is reading."""
-        with self._lock:
-            serial = self._current.get(sink.index)
-            if serial is None:  # iterated without an iter() vizdist saw (should not happen): a pass of its own
-                serial = self._current[sink.index] = len(self.passes)
-                self.passes.append({"dataset": sink.index, "phase": "loop", "steps": 0})
-            p = self.passes[serial]
-            self.step_in_pass.append(p["steps"])
-            p["steps"] += 1
-            self.step_pass.append(serial)
-            return len(self.step_pass) - 1
+        return self.epochs.begin_step(sink.index)
 
     # -- the trace ----------------------------------------------------------------
     @property
@@ -414,26 +480,17 @@ def record(*, placement: bool | str = False, timing: bool = False) -> Recording:
     return Recording(placement=placement, timing=timing)
 
 
-def _epochs(passes: list[dict[str, Any]]) -> np.ndarray:
-    """Each pass's epoch: its number among the passes of its phase that delivered data (-1: none)."""
-    seen: dict[str, int] = {}
-    out = np.full(len(passes), -1, dtype=np.int64)
-    for i, p in enumerate(passes):
-        if p["steps"]:
-            out[i] = seen.get(p["phase"], 0)
-            seen[p["phase"]] = out[i] + 1
-    return out
-
-
-def _label(df: pd.DataFrame, rec: Recording, epochs: np.ndarray, dataset: int) -> pd.DataFrame:
+def _label(df: pd.DataFrame, rec: Recording, dataset: int) -> pd.DataFrame:
     """Add ``dataset``, ``phase``, ``epoch`` and ``epoch_step`` by step (TF's repeat count becomes ``repetition``)."""
+    ep = rec.epochs
     df = df.rename(columns={"epoch": "repetition"})
-    step_pass = np.asarray(rec.step_pass, dtype=np.int64)[df["step"].to_numpy()]
-    phase_codes = np.array([PHASES.index(p["phase"]) for p in rec.passes], dtype=np.int8)
+    steps = df["step"].to_numpy()
+    step_pass = np.asarray(ep.step_pass, dtype=np.int64)[steps]
+    phase_codes = np.array([PHASES.index(p["phase"]) for p in ep.passes], dtype=np.int8)
     df["dataset"] = np.full(len(df), dataset, dtype=np.int32)  # int32: a few bytes less per element row
     df["phase"] = pd.Categorical.from_codes(phase_codes[step_pass], categories=PHASES)  # no per-row lookup
-    df["epoch"] = epochs[step_pass].astype(np.int32)
-    df["epoch_step"] = np.asarray(rec.step_in_pass, dtype=np.int32)[df["step"].to_numpy()]
+    df["epoch"] = np.asarray(ep.step_epoch, dtype=np.int32)[steps]
+    df["epoch_step"] = np.asarray(ep.step_in_epoch, dtype=np.int32)[steps]
     return df
 
 
@@ -442,26 +499,18 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
     return df.sort_values(["step", "replica"], kind="stable").reset_index(drop=True) if len(df) else df
 
 
-def _pass_rows(rec: Recording, epochs: np.ndarray) -> list[dict[str, Any]]:
-    first: dict[int, int] = {}  # pass -> the block's step of its first step
-    for step, serial in enumerate(rec.step_pass):
-        first.setdefault(serial, step)
-    return [{"dataset": p["dataset"], "phase": p["phase"], "epoch": int(epochs[i]), "steps": p["steps"],
-             "first_step": first[i]} for i, p in enumerate(rec.passes) if p["steps"]]
-
-
 def build_trace(rec: Recording) -> Trace:
     """One trace of every dataset recorded in the block (``meta["datasets"]``: each one's own meta)."""
-    epochs = _epochs(rec.passes)
     elements, batches, metas = [], [], []
+    passes = rec.epochs.passes
     for d in rec.datasets:
         e, b = d.tables()
-        elements.append(_label(e, rec, epochs, d.index))
-        batches.append(_label(b, rec, epochs, d.index))
-        phases = sorted({p["phase"] for p in rec.passes if p["dataset"] == d.index and p["steps"]})
+        elements.append(_label(e, rec, d.index))
+        batches.append(_label(b, rec, d.index))
+        phases = sorted({p["phase"] for p in passes if p["dataset"] == d.index and p["steps"]})
         metas.append({**d.meta, "phases": phases, "steps_run": int(sum(
-            p["steps"] for p in rec.passes if p["dataset"] == d.index))})
-    meta = _block_meta(rec, metas, _pass_rows(rec, epochs))
+            p["steps"] for p in passes if p["dataset"] == d.index))})
+    meta = _block_meta(rec, metas, rec.epochs.rows())
     return rec.run.finish(Trace(elements=_concat(elements), batches=_concat(batches), meta=meta))
 
 
@@ -478,13 +527,15 @@ def _block_meta(rec: Recording, metas: list[dict[str, Any]], passes: list[dict[s
         note = ("nothing was distributed inside the block: build or distribute the dataset inside "
                 "`with vizdist.record():` (Keras fit/evaluate/predict do it for you)")
         return {"kind": "distribution", "api": "record", "datasets": [], "passes": [], "steps_run": 0,
-                "note": "; ".join([note, *rec.notes])}
+                "note": "; ".join([note, *rec.notes]), "not_recorded": [*rec.unrecorded, *rec.notes] or [note]}
     meta: dict[str, Any] = dict(metas[0]) if len(metas) == 1 else {k: metas[0][k] for k in (
         "kind", "strategy", "num_replicas", "devices", "tf_version", "host", "gpus", "num_workers") if k in metas[0]}
-    meta.update(api="record", datasets=metas, passes=passes, steps_run=len(rec.step_pass), stopped="end_of_block",
+    meta.update(api="record", datasets=metas, passes=passes, steps_run=len(rec.epochs.step_pass), stopped="end_of_block",
                 worker=rec.datasets[0].reader.worker)
     if any(not d.tagged for d in rec.datasets):
         meta["provenance"] = "fingerprint"
     if rec.notes:
         meta["note"] = "; ".join([str(meta["note"])] * bool(meta.get("note")) + rec.notes)
+    if rec.unrecorded or rec.notes:
+        meta["not_recorded"] = [*rec.unrecorded, *rec.notes]
     return meta
