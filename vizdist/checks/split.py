@@ -358,7 +358,8 @@ def _duplicate_cause(meta: TraceMeta) -> str:
 
 def _first_pipeline(meta: TraceMeta) -> list[str]:
     pipelines = meta.get("pipelines") or [meta.get("pipeline") or []]
-    return [str(op) for op in (pipelines[0] or [])]
+    first = pipelines[0] if isinstance(pipelines, list) else []  # a shard_comparison's is a dict (by policy)
+    return [str(op) for op in (first or [])]
 
 
 def _sharded(meta: TraceMeta) -> bool:
