@@ -56,6 +56,11 @@ def _events(**extra) -> dict:
      "replica_device", 0, "a null where text belongs"),
     ("elements", {"step": ("int64", [0, 1]), "replica_device": ("object", ["CPU:0", 3])},
      "replica_device", 1, "int 3 where text belongs"),
+    # issue 36 item 10's sibling: the columns a service trace's streams view sorts and compares by
+    ("elements", {"step": ("int64", [0, 1]), "order": ("object", [0, "x"])},
+     "order", 1, "str 'x' where a whole number (int64) belongs"),
+    ("elements", {"step": ("int64", [0, 1]), "service_worker": ("object", [0, [1]])},
+     "service_worker", 1, "list [1] where a whole number (int64) belongs"),
     # issue 36 item 9: Infinity in a float column (JSON has none; a save would refuse it)
     ("elements", {"step": ("int64", [0, 1]), "weight": ("float64", [0.5, float("inf")])},
      "weight", 1, "float inf where a finite number belongs"),

@@ -132,7 +132,8 @@ PASS_COLUMNS: dict[str, tuple[str, Any]] = {
 #: categorical text for str) and never null (a merge fills a shard's missing ones with the default), and
 #: ``load_trace`` checks so. Other extra columns are kept as given.
 EXTRA_COLUMNS: dict[str, dict[str, tuple[str, Any]]] = {
-    "elements": {"replica_device": ("str", ""), **PASS_COLUMNS, "service_worker": ("int64", -1)},
+    "elements": {"replica_device": ("str", ""), **PASS_COLUMNS, "service_worker": ("int64", -1),
+                 "order": ("int64", -1), "t_ns": ("int64", -1)},  # a service trace's arrival order and time
     "batches": {"replica_device": ("str", ""), **PASS_COLUMNS},
     "events": {"buffered": ("int64", -1), "buffer_limit": ("int64", -1), "origin": ("str", ""),
                "op": ("str", ""), "depth": ("int64", 0)},
