@@ -140,6 +140,12 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'vizdist' has no attribute {name!r}")
+    if module.startswith("vizdist.instrument.") or module == "vizdist.experiments":
+        # Before anything that runs TensorFlow is imported: an unsupported TF is refused (or warned about) here,
+        # with what to install, not by an error from deep inside vizdist.
+        from vizdist.instrument.versions import require_supported_tensorflow
+
+        require_supported_tensorflow(stacklevel=3)
     value = getattr(importlib.import_module(module), name)
     if name in _DEPRECATED:
         value = _deprecated(name, value, _DEPRECATED[name])

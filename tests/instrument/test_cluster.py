@@ -179,6 +179,7 @@ def _mwms_work(ctx: WorkerContext, shard_dir: str) -> Trace:
 
 
 @pytest.mark.slow
+@pytest.mark.smoke
 def test_mwms_run_merges_worker_traces_matching_raw_tf(tmp_path: Path) -> None:
     with LocalCluster(workers=2, **FAST) as cluster:
         trace = cluster.run(_mwms_work, str(tmp_path / "shared"))

@@ -27,6 +27,7 @@ def _plain_devices(strategy, ds):
     return [v.device for v in strategy.experimental_local_results(first)]
 
 
+@pytest.mark.smoke
 def test_range10_batch4_over_4_replicas_last_two_empty(tf, mirrored):
     ds = tf.data.Dataset.range(10).batch(4)
     plain = _plain_steps(tf, mirrored, ds)
@@ -51,6 +52,7 @@ def test_range10_batch4_over_4_replicas_last_two_empty(tf, mirrored):
 
 
 @pytest.mark.parametrize("iteration", ["for", "get_next", "get_next_as_optional"])
+@pytest.mark.smoke
 def test_every_iteration_style_matches_raw_tf(tf, mirrored, iteration):
     ds = tf.data.Dataset.range(100).batch(2)
     t = vizdist.trace_distribution(mirrored, ds, iteration=iteration)
@@ -78,6 +80,7 @@ def test_step_fn_sees_untagged_values_and_results_are_recorded(tf, mirrored):
     assert [t.split().loc[s].tolist() for s in t.steps] == [[[x // 10 for x in v] for v in step] for step in plain]
 
 
+@pytest.mark.smoke
 def test_dataset_fn_records_input_contexts_and_per_worker_split(tf, mirrored):
     def fn(ctx):
         return tf.data.Dataset.range(16).batch(ctx.get_per_replica_batch_size(8))

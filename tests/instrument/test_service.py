@@ -60,6 +60,7 @@ def raw_batched(tf, ds, plain):
     return sorted(int(v) for b in out.as_numpy_iterator() for v in b)
 
 
+@pytest.mark.smoke
 def test_parallel_epochs_each_element_once_per_worker(tf, service, plain):
     ds = tf.data.Dataset.range(20)
     t = service.trace(ds, processing_mode="parallel_epochs", progress=False)
@@ -73,6 +74,7 @@ def test_parallel_epochs_each_element_once_per_worker(tf, service, plain):
     assert "service-copies" in codes and "service-duplicates" not in codes
 
 
+@pytest.mark.smoke
 def test_distributed_epoch_each_element_once(tf, service, plain):
     ds = tf.data.Dataset.range(20)
     t = service.trace(ds, processing_mode="distributed_epoch", progress=False)
@@ -163,6 +165,7 @@ def test_coordinated_reads(tf, service):
     assert t.meta["coordinated_reads"] is True
 
 
+@pytest.mark.smoke
 def test_service_to_mirrored_replicas_in_one_trace(tf, service, mirrored):
     n = mirrored.num_replicas_in_sync
     ds = tf.data.Dataset.range(4 * n).batch(2 * n)

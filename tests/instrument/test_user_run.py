@@ -87,6 +87,7 @@ def _recorded_steps(trace, phase: str, replicas: int) -> list[list[list[int]]]:
     return out
 
 
+@pytest.mark.smoke
 def test_fit_with_validation_records_what_each_replica_trained_on(tf, keras, mirrored):
     log = Log()
     model = _model(tf, keras, mirrored, log)
@@ -113,6 +114,7 @@ def test_shuffled_epochs_show_the_real_order(tf, keras, mirrored, seed):
     assert sorted(first) == sorted(second) == list(range(N))
 
 
+@pytest.mark.smoke
 def test_history_is_the_same_with_and_without_recording(tf, keras, mirrored):
     plain = _model(tf, keras, mirrored, Log()).fit(
         _data(tf), validation_data=_data(tf, 7, seed=-1, batch=4), epochs=2, verbose=0).history
@@ -191,6 +193,7 @@ def _step_log(tf, log: Log):
 
 
 @pytest.mark.filterwarnings("ignore:To make it possible to preserve tf.data options")  # TF's own, plain TF too
+@pytest.mark.smoke
 def test_loop_inside_a_tf_function_over_the_dataset(tf, mirrored):
     """The custom-training tutorial's variant: the distributed dataset is the tf.function's argument."""
     log = Log()
@@ -320,6 +323,7 @@ def _mwms_loop(ctx):
 
 
 @pytest.mark.slow
+@pytest.mark.smoke
 def test_multi_worker_loop_in_a_local_cluster():
     with vizdist.LocalCluster(workers=2, timeout=180, progress=False) as cluster:
         trace = cluster.run(_mwms_loop)
@@ -487,3 +491,35 @@ def test_timing_under_record_inside_keras_fit(tf, keras, mirrored):
     ev, b = rec.trace.events, rec.trace.batches
     assert sorted(ev.loc[ev["stage"] == "transfer", "step"]) == sorted(b["step"].unique())
     assert (ev["t_end_ns"] >= ev["t_start_ns"]).all()
+
+
+def _calls_in(path: str, name: str):
+    """A function named ``name`` whose code says it is defined in ``path``: calling it with ``inner`` calls
+    ``inner()`` from a frame that looks, to a stack walk, like that Keras method."""
+    scope: dict = {}
+    exec(compile(f"def {name}(inner):\n    return inner()\n", path, "exec"), scope)
+    return scope[name]
+
+
+@pytest.mark.smoke
+def test_phases_follow_where_the_installed_keras_defines_fit_evaluate_and_predict(keras):
+    """Keras 3 starts passes in keras/src/backend/tensorflow/trainer.py, Keras 2 (TF 2.15) in
+    keras/src/engine/training.py: the phase of a pass follows the installed Keras's own files (each method
+    unwrapped from Keras's traceback filter), and the same names anywhere else are the user's loop."""
+    import inspect
+
+    from vizdist.instrument.run.user_run import phase_now
+
+    def frame(name: str, *, keras_file: bool = True):
+        path = inspect.unwrap(getattr(keras.Model, name)).__code__.co_filename if keras_file else __file__
+        return _calls_in(path, name)
+
+    fit, evaluate, predict = frame("fit"), frame("evaluate"), frame("predict")
+    assert fit(phase_now) == "train"
+    assert evaluate(phase_now) == "evaluate"
+    assert fit(lambda: evaluate(phase_now)) == "validation"
+    assert predict(phase_now) == "predict"
+    if hasattr(keras.Model, "_maybe_symbolic_build"):  # Keras 3's build read (Keras 2 and 3.3 have none)
+        assert fit(lambda: frame("_maybe_symbolic_build")(phase_now)) == "build"
+    assert frame("fit", keras_file=False)(phase_now) == "loop"
+    assert frame("fit", keras_file=False)(lambda: frame("evaluate", keras_file=False)(phase_now)) == "loop"

@@ -68,7 +68,11 @@ def _keras_frame(code: Any) -> str | None:
     if name not in _KERAS_METHODS:
         return None
     path = code.co_filename.replace("\\", "/")
-    return name if "/keras/" in path and "trainer" in path else None
+    if "/keras/" not in path:
+        return None
+    # Keras 3: keras/src/trainers/trainer.py and keras/src/backend/<backend>/trainer.py; Keras 2 (TF 2.15's
+    # tf.keras): fit, evaluate and predict in keras/src/engine/training.py (it has no build read).
+    return name if "trainer" in path or path.endswith("/engine/training.py") else None
 
 
 def phase_now() -> str:
