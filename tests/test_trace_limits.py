@@ -226,7 +226,9 @@ def test_pretty_printed_json_still_loads(tmp_path):
 
 def test_a_folder_of_shards_is_bounded_as_a_whole(tmp_path):
     """Each shard within max_bytes, six of them over it together: refused, naming the folder and the bound."""
-    from vizdist.trace import shard_name
+
+    def shard_name(task: str, index: int) -> str:  # the names record_worker_shard writes (vizdist.trace.shard_name)
+        return f"worker-{task}-{index:05d}.json"
 
     for w in range(6):
         Trace.from_records(elements=[dict(step=0, replica=w, source_id=i) for i in range(40)]).save(
