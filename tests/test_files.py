@@ -27,17 +27,20 @@ def _events_trace() -> vizdist.Trace:
 def test_to_chrome_trace_never_writes_through_a_planted_link(tmp_path: Path, name: str) -> None:
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me")
-    for planted in (f"{name}.tmp", name):  # the old fixed temp name, and the target itself
-        os.symlink(victim, tmp_path / planted)
+    os.symlink(victim, tmp_path / f"{name}.tmp")  # the old fixed temp name: ignored
     out = vizdist.to_chrome_trace(_events_trace(), tmp_path / name)
-    assert victim.read_text() == "keep me"
-    assert not out.is_symlink() and (tmp_path / f"{name}.tmp").is_symlink()  # replaced / left alone
+    assert victim.read_text() == "keep me" and (tmp_path / f"{name}.tmp").is_symlink()
     raw = out.read_bytes()  # complete Chrome trace JSON
     if name.endswith(".gz"):
         import gzip
 
         raw = gzip.decompress(raw)
     assert json.loads(raw)["traceEvents"][0]["name"]
+    out.unlink()
+    os.symlink(victim, out)  # a link at the target itself: refused, neither followed nor replaced
+    with pytest.raises(_files.LinkedTarget, match="is a symbolic link"):
+        vizdist.to_chrome_trace(_events_trace(), out)
+    assert victim.read_text() == "keep me" and out.is_symlink()
 
 
 def test_a_failed_write_leaves_neither_a_partial_file_nor_a_temporary_one(tmp_path: Path, monkeypatch) -> None:
@@ -56,8 +59,19 @@ def test_write_text_files_never_writes_through_a_planted_link(tmp_path: Path) ->
     victim.write_text("keep me")
     (tmp_path / "data").mkdir()
     os.symlink(victim, tmp_path / "data" / "part-0.txt")
-    files = vizdist.write_text_files(tmp_path / "data", n_files=1, lines_per_file=2)
-    assert victim.read_text() == "keep me" and Path(files[0]).read_text() == "0\n1\n"
+    with pytest.raises(_files.LinkedTarget, match=r"part-0\.txt' is a symbolic link"):
+        vizdist.write_text_files(tmp_path / "data", n_files=1, lines_per_file=2)
+    assert victim.read_text() == "keep me"
+    files = vizdist.write_text_files(tmp_path / "fresh", n_files=1, lines_per_file=2)
+    assert Path(files[0]).read_text() == "0\n1\n"
+
+
+def test_write_file_can_refuse_to_replace_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    target = tmp_path / "shard.json"
+    _files.write_file(target, "first", replace=False)
+    with pytest.raises(FileExistsError):
+        _files.write_file(target, "second", replace=False)
+    assert target.read_text() == "first" and os.listdir(tmp_path) == ["shard.json"]
 
 
 def _writes_outside_the_helper(path: Path, root: Path = ROOT) -> list[str]:
@@ -94,17 +108,17 @@ def test_the_scan_above_sees_a_plain_write(tmp_path: Path) -> None:
     assert sorted(w.split()[-1] for w in found) == ["open", "replace", "write_text"]
 
 
-def _shard(path: Path, worker: int) -> None:
+def _shard(path: Path, worker: int) -> None:  # path: a shard's name, worker-<type>-<index>.json
     vizdist.Trace.from_records(elements=[dict(step=0, worker=worker, source_id=worker)]).save(path)
 
 
 def test_a_shard_swapped_for_a_link_to_a_fifo_after_the_listing_is_refused_not_hung(tmp_path: Path,
                                                                                       monkeypatch) -> None:
-    _shard(tmp_path / "worker-0.json", 0)
+    _shard(tmp_path / "worker-worker-00000.json", 0)
     fifo = tmp_path / "elsewhere.fifo"
     os.mkfifo(fifo)
-    os.symlink(fifo, tmp_path / "worker-1.json")  # a link to a FIFO
-    os.mkfifo(tmp_path / "worker-2.json")          # a FIFO in place of a shard
+    os.symlink(fifo, tmp_path / "worker-worker-00001.json")  # a link to a FIFO
+    os.mkfifo(tmp_path / "worker-worker-00002.json")          # a FIFO in place of a shard
     # The folder was listed and checked before the swap: the check saw regular files.
     monkeypatch.setattr(trace_module, "_folder_entry", lambda c: (c.name.endswith(".json"), ""))
     out: list[object] = []
@@ -121,7 +135,7 @@ def test_a_shard_swapped_for_a_link_to_a_fifo_after_the_listing_is_refused_not_h
     th.join(60)
     hung = th.is_alive()
     if hung:  # let the reader go: a writer end opened without blocking releases a reader blocked on open
-        for f in (fifo, tmp_path / "worker-2.json"):
+        for f in (fifo, tmp_path / "worker-worker-00002.json"):
             with pytest.raises(OSError):
                 os.close(os.open(f, os.O_WRONLY | os.O_NONBLOCK))
     assert not hung, "load_trace blocked opening a FIFO"
@@ -129,7 +143,7 @@ def test_a_shard_swapped_for_a_link_to_a_fifo_after_the_listing_is_refused_not_h
     assert isinstance(t, vizdist.Trace), t
     assert t.elements["worker"].tolist() == [0]
     reasons = {Path(s["path"]).name: s["reason"] for s in t.meta["skipped"]}
-    assert "symbolic link" in reasons["worker-1.json"] and "a FIFO" in reasons["worker-2.json"], reasons
+    assert "symbolic link" in reasons["worker-worker-00001.json"] and "a FIFO" in reasons["worker-worker-00002.json"]
 
 
 def test_open_regular_refuses_links_only_when_told(tmp_path: Path) -> None:
@@ -141,3 +155,47 @@ def test_open_regular_refuses_links_only_when_told(tmp_path: Path) -> None:
         _files.open_regular(tmp_path / "link", follow=False)
     with pytest.raises(_files.NotRegularFile, match="a folder"):
         _files.open_regular(tmp_path)
+
+
+def _folder(path: Path, text: str) -> None:
+    (path / "meta.json").write_text(text)
+
+
+def test_write_folder_swaps_whole_without_renameat2_too(tmp_path: Path, monkeypatch) -> None:
+    """Issue 36 item 2: where the OS has no RENAME_EXCHANGE, two renames, undone when the second fails."""
+    target = tmp_path / "t.parquet"
+    _files.write_folder(target, lambda f: _folder(f, "old"))
+    monkeypatch.setattr(_files.ctypes, "CDLL", lambda *a, **k: object())  # no renameat2
+    _files.write_folder(target, lambda f: _folder(f, "new"))
+    assert (target / "meta.json").read_text() == "new" and os.listdir(tmp_path) == ["t.parquet"]
+    real = os.rename
+
+    def second_fails(src, dst, *a, **k):
+        if str(src).endswith(".tmp"):
+            raise OSError("disk gone")
+        return real(src, dst, *a, **k)
+
+    monkeypatch.setattr(_files.os, "rename", second_fails)
+    with pytest.raises(OSError, match="disk gone"):
+        _files.write_folder(target, lambda f: _folder(f, "newer"))
+    assert (target / "meta.json").read_text() == "new" and os.listdir(tmp_path) == ["t.parquet"]
+
+
+def test_write_folder_never_follows_a_link_planted_after_its_check(tmp_path: Path, monkeypatch) -> None:
+    """The old folder swapped out is removed without following a link that took its place."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("keep")
+    target = tmp_path / "t.parquet"
+    _files.write_folder(target, lambda f: _folder(f, "old"))
+
+    def plant(folder: Path) -> None:  # while the new one is filled, the target is swapped for a link
+        _folder(folder, "new")
+        import shutil
+
+        shutil.rmtree(target)
+        target.symlink_to(victim, target_is_directory=True)
+
+    _files.write_folder(target, plant, replaceable=lambda p: "")
+    assert (victim / "keep.txt").read_text() == "keep" and not target.is_symlink()
+    assert (target / "meta.json").read_text() == "new"

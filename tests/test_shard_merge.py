@@ -28,7 +28,7 @@ def _one_by_one(folder) -> Trace:
 @pytest.mark.parametrize("extra", [{}, {"w1": {"tag": 5}}], ids=["same columns", "one shard with a column more"])
 def test_folder_merge_equals_merging_shard_by_shard(tmp_path, extra):
     for w in range(3):
-        _shard(w, **extra.get(f"w{w}", {})).save(tmp_path / f"worker-{w}.json")
+        _shard(w, **extra.get(f"w{w}", {})).save(tmp_path / f"worker-worker-{w:05d}.json")
     merged, careful = vizdist.load_trace(tmp_path), _one_by_one(tmp_path)
     assert merged == careful
     assert merged.meta == careful.meta and merged.meta["kind"] == "multi_worker"
@@ -36,12 +36,12 @@ def test_folder_merge_equals_merging_shard_by_shard(tmp_path, extra):
 
 def test_a_damaged_shard_is_still_named(tmp_path):
     for w in range(3):
-        _shard(w).save(tmp_path / f"worker-{w}.json")
-    bad = tmp_path / "worker-1.json"
+        _shard(w).save(tmp_path / f"worker-worker-{w:05d}.json")
+    bad = tmp_path / "worker-worker-00001.json"
     doc = json.loads(bad.read_text())
     doc["tables"]["elements"]["data"]["step"][0] = 1e20
     bad.write_text(json.dumps(doc))
-    with pytest.raises(vizdist.TraceFormatError, match=r"worker-1\.json"):
+    with pytest.raises(vizdist.TraceFormatError, match=r"worker-worker-00001\.json"):
         vizdist.load_trace(tmp_path)
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always")

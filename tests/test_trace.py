@@ -46,8 +46,10 @@ def test_merge_concatenates_and_keeps_common_meta():
 
 
 def test_load_folder_merges_shards_in_name_order(tmp_path):
+    from vizdist.trace import shard_name
+
     for w in (1, 0):
-        Trace.from_records(elements=[dict(worker=w, source_id=w)]).save(tmp_path / f"worker-{w}.json")
+        Trace.from_records(elements=[dict(worker=w, source_id=w)]).save(tmp_path / shard_name("worker", w))
     assert load_trace(tmp_path).elements["worker"].tolist() == [0, 1]
 
 
@@ -103,7 +105,7 @@ def test_missing_path_and_unknown_suffix(tmp_path):
         load_trace(tmp_path / "nope.json")
     with pytest.raises(ValueError, match=r"'.json', '.json.gz' or '.parquet'"):
         sample().save(tmp_path / "t.pkl")
-    with pytest.raises(TraceFormatError, match="holds no readable trace files"):
+    with pytest.raises(TraceFormatError, match="holds no readable shards"):
         load_trace(tmp_path)
 
 
@@ -206,8 +208,10 @@ def test_a_pipe_named_like_a_trace_is_refused_not_waited_on(tmp_path):
 
 # -- shard folders ------------------------------------------------------------------------------
 def _shards(folder, n=2):
+    from vizdist.trace import shard_name
+
     for w in range(n):
-        Trace.from_records(elements=[dict(worker=w, source_id=w)]).save(folder / f"worker-{w}.json")
+        Trace.from_records(elements=[dict(worker=w, source_id=w)]).save(folder / shard_name("worker", w))
 
 
 def test_symlinks_out_of_the_folder_are_skipped_and_reported(tmp_path):
@@ -215,54 +219,57 @@ def test_symlinks_out_of_the_folder_are_skipped_and_reported(tmp_path):
     _shards(tmp_path / "shards")
     outside = Trace.from_records(elements=[dict(worker=7, source_id=99)], meta={"secret": "x"}).save(
         tmp_path / "elsewhere.json")
-    (tmp_path / "shards" / "worker-9.json").symlink_to(outside)
-    with pytest.warns(UserWarning, match="worker-9.json: a symbolic link"):
+    (tmp_path / "shards" / "worker-worker-00009.json").symlink_to(outside)
+    with pytest.warns(UserWarning, match="worker-worker-00009.json: a symbolic link"):
         t = load_trace(tmp_path / "shards")
     assert t.elements["worker"].tolist() == [0, 1]
     assert "secret" not in t.meta and all("secret" not in s for s in t.meta["shards"])
-    assert [s["path"] for s in t.meta["skipped"]] == [str(tmp_path / "shards" / "worker-9.json")]
+    assert [s["path"] for s in t.meta["skipped"]] == [str(tmp_path / "shards" / "worker-worker-00009.json")]
 
 
 def test_a_bad_shard_fails_the_merge_naming_it_unless_skipped(tmp_path):
     _shards(tmp_path)
-    (tmp_path / "package.json").write_text('{"name": "my-app", "version": "1.0.0"}')
-    (tmp_path / "worker-2.json").write_text('{"format": "vizdist.trace"')
-    with pytest.raises(TraceFormatError, match=r"package\.json"):
+    (tmp_path / "package.json").write_text('{"name": "my-app", "version": "1.0.0"}')  # not a shard: not read
+    (tmp_path / "worker-worker-00002.json").write_text('{"format": "vizdist.trace"')
+    with pytest.raises(TraceFormatError, match=r"worker-worker-00002\.json"):
         load_trace(tmp_path)
     with pytest.warns(UserWarning, match="skipped 2 file"):
         t = load_trace(tmp_path, errors="skip")
     assert t.elements["worker"].tolist() == [0, 1]
-    assert [s["path"].rsplit("/", 1)[-1] for s in t.meta["skipped"]] == ["package.json", "worker-2.json"]
-    assert "not a vizdist trace" in t.meta["skipped"][0]["reason"]
+    assert [s["path"].rsplit("/", 1)[-1] for s in t.meta["skipped"]] == ["package.json", "worker-worker-00002.json"]
+    assert "not a shard" in t.meta["skipped"][0]["reason"]
+    assert "not a readable vizdist trace" in t.meta["skipped"][1]["reason"]
 
 
 def test_skip_with_no_good_shard_is_still_an_error(tmp_path):
     (tmp_path / "package.json").write_text("{}")
-    with pytest.warns(UserWarning), pytest.raises(TraceFormatError, match="no readable trace files"):
+    with pytest.warns(UserWarning), pytest.raises(TraceFormatError, match="no readable shards"):
         load_trace(tmp_path, errors="skip")
     with pytest.raises(ValueError, match="errors must be"):
         load_trace(tmp_path, errors="ignore")
 
 
 def test_shards_of_different_kinds_do_not_merge(tmp_path):
-    Trace(meta={"kind": "data_service"}).save(tmp_path / "a.json")
-    Trace(meta={"kind": "parameter_server"}).save(tmp_path / "b.json")
+    Trace(meta={"kind": "data_service"}).save(tmp_path / "worker-worker-00000.json")
+    Trace(meta={"kind": "parameter_server"}).save(tmp_path / "worker-worker-00001.json")
     with pytest.raises(TraceFormatError, match="different kinds"):
         load_trace(tmp_path)
 
 
 @pytest.mark.parametrize("name", ["run.json", "run.json.gz"])
 def test_save_never_writes_through_a_planted_symlink(tmp_path, name):
+    """A link at the target is refused (neither written through nor replaced); the old fixed temp name is ignored."""
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
     (tmp_path / f"{name}.tmp").symlink_to(victim)  # the temp name older vizdist used
     link = tmp_path / name
     link.symlink_to(victim)
-    sample().save(link)
-    assert victim.read_text() == "precious"
-    assert not link.is_symlink() and load_trace(link) == sample()
-    assert (link.stat().st_mode & 0o777) == 0o666 & ~_current_umask()
+    with pytest.raises(OSError, match="is a symbolic link; vizdist does not write through, or replace"):
+        sample().save(link)
+    assert victim.read_text() == "precious" and link.is_symlink()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([name, f"{name}.tmp", "victim.txt"])
+    plain = sample().save(tmp_path / f"plain-{name}")
+    assert load_trace(plain) == sample() and (plain.stat().st_mode & 0o777) == 0o666 & ~_current_umask()
 
 
 def test_parquet_save_replaces_planted_links_inside_the_folder(tmp_path):
@@ -282,3 +289,110 @@ def _current_umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+# -- issue 36: saves that never follow a link, never leave a mix -----------------------------------
+def test_a_parquet_save_never_writes_through_a_planted_folder_link(tmp_path):
+    """Issue 36 item 1: `ln -s /victim shared/run.parquet`, then save there: nothing may reach /victim."""
+    import os
+
+    from vizdist.cli import main
+
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "meta.json").write_text("precious")
+    (tmp_path / "shared").mkdir()
+    link = tmp_path / "shared" / "run.parquet"
+    link.symlink_to(victim, target_is_directory=True)
+    with pytest.raises(OSError, match=r"run\.parquet' is a symbolic link.*does not write through"):
+        sample().save(link)
+    _shards(tmp_path / "src")
+    assert main(["merge", str(tmp_path / "src"), str(link)]) == 2
+    assert os.listdir(victim) == ["meta.json"] and (victim / "meta.json").read_text() == "precious"
+    assert link.is_symlink() and sorted(os.listdir(tmp_path / "shared")) == ["run.parquet"]
+
+
+def _unstorable(t: Trace) -> Trace:
+    t.events["when"] = pd.to_datetime(["2024-01-01"] * len(t.events))  # no trace format stores datetimes
+    return t
+
+
+def test_a_failed_parquet_save_leaves_the_old_trace_whole(tmp_path):
+    """Issue 36 item 2: a save that raises leaves the old trace (not B's elements with A's meta and events)."""
+    import os
+
+    old = sample()
+    p = old.save(tmp_path / "x.parquet")
+    new = _unstorable(Trace.from_records(elements=[dict(step=9, replica=0, source_id=99)], meta={"strategy": "B"},
+                                         events=[dict(lane="b", stage="consume", t_start_ns=0, t_end_ns=1)]))
+    with pytest.raises(TraceFormatError, match="column 'when' has dtype datetime64"):
+        new.save(p)
+    assert load_trace(p) == old
+    assert os.listdir(tmp_path) == ["x.parquet"]  # no temporary folder left beside it
+    new.events = new.events.drop(columns="when")
+    assert load_trace(new.save(p)) == new  # a save that works replaces the old trace whole
+    assert os.listdir(tmp_path) == ["x.parquet"] and sorted(os.listdir(p)) == [
+        "batches.parquet", "elements.parquet", "events.parquet", "meta.json"]
+
+
+def test_a_failed_json_save_leaves_the_old_file_whole(tmp_path):
+    import os
+
+    old = sample()
+    p = old.save(tmp_path / "x.json")
+    with pytest.raises(TraceFormatError, match="column 'when' has dtype datetime64"):
+        _unstorable(sample()).save(p)
+    assert load_trace(p) == old and os.listdir(tmp_path) == ["x.json"]
+
+
+def test_a_parquet_save_refuses_to_replace_a_folder_that_is_not_a_trace(tmp_path):
+    """Replacing a folder removes it: only a Parquet trace vizdist wrote is replaced."""
+    folder = tmp_path / "data.parquet"
+    folder.mkdir()
+    (folder / "part-0.parquet").write_text("someone's data")
+    with pytest.raises(FileExistsError, match=r"not a vizdist Parquet trace.*part-0\.parquet"):
+        sample().save(folder)
+    assert (folder / "part-0.parquet").read_text() == "someone's data"
+    (tmp_path / "file.parquet").write_text("a file")
+    with pytest.raises(FileExistsError, match="not a folder"):
+        sample().save(tmp_path / "file.parquet")
+
+
+def test_a_folder_merge_reads_only_the_shards_record_worker_shard_writes(tmp_path):
+    """Issue 36 item 4: other files in the folder (a merged trace, a stray trace) are not read, and said so."""
+    from vizdist.trace import shard_name
+
+    for w in range(2):
+        Trace.from_records(elements=[dict(worker=w, source_id=w)], meta={"task": f"worker-{w}"}).save(
+            tmp_path / shard_name("worker", w))
+    sample().save(tmp_path / "merged.json")
+    sample().save(tmp_path / "worker-1.json")  # not the layout (old docs' names)
+    (tmp_path / "notes.txt").write_text("hello")
+    with pytest.warns(UserWarning, match="skipped 2 file"):
+        t = load_trace(tmp_path)
+    assert t.elements["worker"].tolist() == [0, 1]
+    assert [s["path"].rsplit("/", 1)[-1] for s in t.meta["skipped"]] == ["merged.json", "worker-1.json"]
+    assert all("not a shard" in s["reason"] for s in t.meta["skipped"])
+
+
+def test_two_shards_of_one_task_in_a_folder_do_not_merge(tmp_path):
+    """A shard copied under another task's name, or one task under two spellings: refused, naming both."""
+    import shutil
+
+    from vizdist.trace import shard_name
+
+    for w in range(2):
+        Trace.from_records(elements=[dict(worker=w, source_id=w)], meta={"task": f"worker-{w}"}).save(
+            tmp_path / shard_name("worker", w))
+    shutil.copy(tmp_path / shard_name("worker", 0), tmp_path / shard_name("worker", 2))
+    with pytest.raises(TraceFormatError, match=r"worker-worker-00002\.json.* is named for task worker-2 but was "
+                                               r"written by task worker-0"):
+        load_trace(tmp_path)
+    (tmp_path / shard_name("worker", 2)).unlink()
+    shutil.copy(tmp_path / shard_name("worker", 1), tmp_path / "worker-worker-1.json")
+    with pytest.raises(TraceFormatError, match=r"worker-worker-1\.json.* a second shard for task worker-1 "
+                                               r"\(worker-worker-00001\.json"):
+        load_trace(tmp_path)
+    with pytest.warns(UserWarning, match="skipped 1 file"):
+        t = load_trace(tmp_path, errors="skip")
+    assert t.elements["worker"].tolist() == [0, 1]

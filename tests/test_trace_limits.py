@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from vizdist.errors import TraceFormatError
@@ -47,6 +49,21 @@ def _events(**extra) -> dict:
     ("events", _events(depth=("object", [0, True])), "depth", 1, "bool True where a whole number (int64) belongs"),
     ("elements", {"step": ("int64", [0]), "device": ("object", [{"a": 1}])},
      "device", 0, "dict {'a': 1} where text belongs"),
+    # issue 36 item 9: a null in an extra text column of any table (summary printed an AttributeError)
+    ("elements", {"step": ("int64", [0, 1]), "replica_device": ("str", ["CPU:0", None])},
+     "replica_device", 1, "a null where text belongs"),
+    ("elements", {"step": ("int64", [0, 1]), "replica_device": ("float64", [None, None])},
+     "replica_device", 0, "a null where text belongs"),
+    ("elements", {"step": ("int64", [0, 1]), "replica_device": ("object", ["CPU:0", 3])},
+     "replica_device", 1, "int 3 where text belongs"),
+    # issue 36 item 10's sibling: the columns a service trace's streams view sorts and compares by
+    ("elements", {"step": ("int64", [0, 1]), "order": ("object", [0, "x"])},
+     "order", 1, "str 'x' where a whole number (int64) belongs"),
+    ("elements", {"step": ("int64", [0, 1]), "service_worker": ("object", [0, [1]])},
+     "service_worker", 1, "list [1] where a whole number (int64) belongs"),
+    # issue 36 item 9: Infinity in a float column (JSON has none; a save would refuse it)
+    ("elements", {"step": ("int64", [0, 1]), "weight": ("float64", [0.5, float("inf")])},
+     "weight", 1, "float inf where a finite number belongs"),
 ])
 def test_a_wrong_value_names_file_table_column_and_row(tmp_path, table, cols, col, row, what):
     p = _save(tmp_path, _doc(**{table: cols}))
@@ -133,3 +150,209 @@ def test_a_count_in_meta_beyond_max_lanes_is_refused(tmp_path):
     p = _save(tmp_path, doc)
     with pytest.raises(TraceFormatError, match=r"meta key 'num_workers' is 1000000000000, more than max_lanes=10000"):
         load_trace(p)
+
+
+# -- issue 36 item 6: meta strings are bounded at load, and cut wherever vizdist shows them ----------
+def test_a_10_mb_meta_string_is_refused_at_load_naming_the_key_and_cut_when_read_on_purpose(tmp_path, capsys):
+    from vizdist.cli import main
+
+    big = "S" * 10_000_000
+    p = Trace.from_records(elements=[dict(step=0, replica=0, source_id=0, position=0)],
+                           meta={"strategy": big, "num_replicas": 1}).save(tmp_path / "t.json")
+    with pytest.raises(TraceFormatError, match=r"meta key 'strategy' holds a string of 10000000 characters, more than "
+                                               r"max_string=65536; pass load_trace\(\.\.\., max_string=10000000\)"):
+        load_trace(p)
+    assert main(["summary", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert len(err) < 1_000 and "max_string" in err
+    assert main(["summary", str(p), "--max-string", "10000000"]) == 0  # read on purpose: shown cut, and said so
+    out = capsys.readouterr().out
+    assert len(out) < 5_000 and ("characters cut]" in out or "…" in out), out[:300]
+
+
+def test_a_10_mb_kind_is_a_short_error(tmp_path):
+    doc = _doc()
+    doc["meta"]["kind"] = "K" * 10_000_000
+    p = _save(tmp_path, doc)
+    for kwargs in ({}, {"max_string": 20_000_000}):
+        with pytest.raises(TraceFormatError) as err:
+            load_trace(p, **kwargs)
+        assert len(str(err.value)) < 1_000 and "'kind'" in str(err.value)
+
+
+def test_a_meta_key_of_10_mb_is_refused(tmp_path):
+    doc = _doc()
+    doc["meta"]["k" * 100_000] = 1
+    with pytest.raises(TraceFormatError, match=r"meta key 'kkkk.*' is a name of 100000 characters, more than max_string"):
+        load_trace(_save(tmp_path, doc))
+
+
+# -- issue 36 item 8: loading holds at most a few times a trace's real size -------------------------
+def _whitespace_bomb(path: Path, blanks: int) -> Path:
+    """A real trace with ``blanks`` bytes of whitespace inside it, gzipped (a few hundred KB on disk)."""
+    doc = json.dumps(_doc()).encode()
+    with gzip.open(path, "wb", compresslevel=9) as fh:
+        fh.write(doc[:-1])
+        block = b" \n\t\r" * (1 << 18)  # 1 MiB
+        for _ in range(blanks // len(block)):
+            fh.write(block)
+        fh.write(b"}")
+    return path
+
+
+def test_a_whitespace_bomb_loads_holding_a_few_times_the_trace_not_its_blanks(tmp_path):
+    import tracemalloc
+
+    p = _whitespace_bomb(tmp_path / "bomb.json.gz", 256 << 20)  # 256 MiB of blanks around a 1 KB trace
+    assert p.stat().st_size < 1_000_000
+    tracemalloc.start()
+    try:
+        t = load_trace(p)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(t.elements) == 1
+    assert peak < 30_000_000, peak  # holding the blanks took twice their size (512 MiB here)
+
+
+def test_pretty_printed_json_still_loads(tmp_path):
+    """Whitespace inside strings is kept; whitespace between tokens goes (a trace saved with indent=2)."""
+    t = Trace.from_records(elements=[dict(step=0, replica=0, source_id=0, source_file='a  b\n c " \\ d.txt')],
+                           meta={"note": "two  spaces", "api": "x" * 70_000}, events=[dict(lane="w0   host")])
+    p = tmp_path / "pretty.json"
+    p.write_text(json.dumps(t.to_dict(), indent=8))
+    assert load_trace(p, max_string=100_000) == t
+
+
+def test_a_folder_of_shards_is_bounded_as_a_whole(tmp_path):
+    """Each shard within max_bytes, six of them over it together: refused, naming the folder and the bound."""
+
+    def shard_name(task: str, index: int) -> str:  # the names record_worker_shard writes (vizdist.trace.shard_name)
+        return f"worker-{task}-{index:05d}.json"
+
+    for w in range(6):
+        Trace.from_records(elements=[dict(step=0, replica=w, source_id=i) for i in range(40)]).save(
+            tmp_path / shard_name("worker", w))
+    one = (tmp_path / shard_name("worker", 0)).stat().st_size
+    limit = 3 * one
+    for w in range(6):
+        assert len(load_trace(tmp_path / shard_name("worker", w), max_bytes=limit).elements) == 40
+    with pytest.raises(TraceFormatError, match=rf"folder .*: its shards hold more than max_bytes={limit} bytes of "
+                                               r"JSON together \(after gunzip\)"):
+        load_trace(tmp_path, max_bytes=limit)
+    with pytest.raises(TraceFormatError, match=r"table 'elements' has 240 rows, more than max_rows=100"):
+        load_trace(tmp_path, max_rows=100)
+    (tmp_path / shard_name("worker", 9)).write_text(json.dumps(_doc(events=_events(extra=("str", ["a", "b"])))))
+    with pytest.raises(TraceFormatError, match=r"has 241 rows, more than max_rows=200"):  # shard by shard, too
+        load_trace(tmp_path, max_rows=200)
+
+
+def test_a_parquet_list_column_is_a_clear_error_naming_file_table_and_column(tmp_path, capsys):
+    """Issue 36 item 9: a Parquet list<int> extra column crashed `vizdist merge` with a TypeError traceback."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from vizdist.cli import main
+
+    p = Trace.from_records(elements=[dict(step=0, replica=0, source_id=0)]).save(tmp_path / "t.parquet")
+    table = pq.read_table(p / "batches.parquet").append_column("sizes", pa.array([], pa.list_(pa.int64())))
+    pq.write_table(table, p / "batches.parquet")
+    with pytest.raises(TraceFormatError, match=r"t\.parquet'.* table 'batches' column 'sizes' is a Parquet "
+                                               r"list<element: int64> column"):
+        load_trace(p)
+    assert main(["merge", str(p), str(tmp_path / "out.json")]) == 2
+    err = capsys.readouterr().err
+    assert "column 'sizes'" in err and "Traceback" not in err
+    # and vizdist never writes what it would refuse: a list-valued column saves as JSON only
+    t = Trace.from_records(batches=[dict(step=0, replica=0, sizes=[1, 2])])
+    with pytest.raises(TraceFormatError, match="table 'batches' column 'sizes' holds values that are not text"):
+        t.save(tmp_path / "lists.parquet")
+    assert load_trace(t.save(tmp_path / "lists.json")).batches["sizes"].tolist() == [[1, 2]]
+
+
+def test_a_parquet_dictionary_column_is_bounded_before_it_is_decoded(tmp_path):
+    """A few KB of Parquet can hold one long string referenced by every row: bounded by max_bytes decoded."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+
+    p = Trace.from_records(elements=[dict(step=0, replica=0, source_id=0)]).save(tmp_path / "t.parquet")
+    n = 2_000
+    codes = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array(["x" * 60_000]))
+    pq.write_table(pa.table({"step": pa.array(np.zeros(n, np.int64)), "device": codes.cast(pa.string())}),
+                   p / "elements.parquet", use_dictionary=True)
+    assert (p / "elements.parquet").stat().st_size < 200_000
+    with pytest.raises(TraceFormatError, match=r"more than max_bytes=10000000 bytes"):
+        load_trace(p, max_bytes=10_000_000)
+    assert len(load_trace(p).elements) == n  # 120 MB decoded is within the default bound
+
+
+
+# -- issue 36 item 9: Infinity in meta, named at load and at save ------------------------------------
+@pytest.mark.parametrize("where, value", [("note", "Infinity"), ("reductions[0].expected", "NaN"),
+                                          ("timing.anchor.x", "-Infinity"), ("big", "1e999")])
+def test_infinity_in_meta_is_refused_at_load_naming_the_key(tmp_path, where, value):
+    doc = _doc()
+    text = json.dumps(doc)
+    nested = {"note": '"note": %s', "reductions[0].expected": '"reductions": [{"expected": %s}]',
+              "timing.anchor.x": '"timing": {"anchor": {"x": %s}}', "big": '"big": %s'}[where] % value
+    p = tmp_path / "t.json"
+    p.write_text(text.replace('"meta": {', '"meta": {' + nested + ", ", 1))
+    with pytest.raises(TraceFormatError, match=rf"meta key '{re.escape(where)}' holds -?(inf|nan), which a trace file "
+                                               r"cannot hold"):
+        load_trace(p)
+
+
+@pytest.mark.parametrize("name", ["t.json", "t.parquet"])
+def test_a_save_of_infinity_names_the_key_or_the_column(tmp_path, name):
+    t = Trace.from_records(elements=[dict(step=0, source_id=0)], meta={"reductions": [{"expected": float("inf")}]})
+    with pytest.raises(TraceFormatError, match=r"trace meta key 'reductions\[0\]\.expected' holds Infinity or NaN"):
+        t.save(tmp_path / name)
+    t = Trace.from_records(elements=[dict(step=0, source_id=0, weight=float("-inf"))])
+    with pytest.raises(TraceFormatError, match=r"table 'elements' column 'weight' row 0 holds -inf"):
+        t.save(tmp_path / name)
+    assert not (tmp_path / name).exists()
+
+
+# -- issue 36 item 10: record() traces with hostile columns ---------------------------------------
+def _record_doc(col: str, dtype: str, value) -> dict:
+    rows = [dict(step=s, replica=0, source_id=s, position=0, phase="train", epoch=0, epoch_step=s, dataset=0,
+                 repetition=0) for s in range(3)]
+    doc = Trace.from_records(elements=rows, batches=[{k: v for k, v in r.items() if k not in ("source_id", "position")}
+                                                     for r in rows],
+                             meta={"api": "record", "datasets": [{"num_replicas": 1}], "num_replicas": 1}).to_dict()
+    for table in ("elements", "batches"):
+        t = doc["tables"][table]
+        t["dtypes"][t["columns"].index(col)] = dtype
+        t["data"][col][1] = value
+    return doc
+
+
+@pytest.mark.parametrize("col, dtype, value, what", [
+    ("epoch", "object", "x", "str 'x' where a whole number (int64) belongs"),
+    ("epoch", "float64", None, "a null where a whole number (int64) belongs"),
+    ("dataset", "object", [1], "list [1] where a whole number (int64) belongs"),
+    ("dataset", "object", "a", "str 'a' where a whole number (int64) belongs"),
+    ("epoch_step", "float64", 0.5, "float 0.5 where a whole number (int64) belongs"),
+    ("repetition", "object", None, "a null where a whole number (int64) belongs"),
+    ("phase", "object", None, "a null where text belongs"),
+    ("phase", "object", 3, "int 3 where text belongs"),
+])
+def test_a_record_trace_with_hostile_pass_columns_is_refused_at_load(tmp_path, capsys, col, dtype, value, what):
+    """Issue 36 item 10: split(), diagnose(), show() raised raw ValueError/TypeError; summary printed int()'s error."""
+    from vizdist.cli import main
+
+    p = _save(tmp_path, _record_doc(col, dtype, value))
+    with pytest.raises(TraceFormatError) as err:
+        load_trace(p)
+    assert str(err.value) == f"{str(p)!r} is a damaged vizdist trace: table 'elements' column {col!r} row 1: {what}."
+    assert main(["summary", str(p)]) == 2
+    assert f"column {col!r} row 1" in capsys.readouterr().err
+
+
+def test_a_sound_record_trace_still_loads_and_merges_with_one_without_pass_columns(tmp_path):
+    p = _save(tmp_path, _record_doc("epoch", "int32", 0))
+    t = load_trace(p)
+    assert t.split().index.names == ["step", "phase", "epoch", "epoch_step"]
+    plain = Trace.from_records(elements=[dict(step=9, replica=0, source_id=9)], batches=[dict(step=9, replica=0)])
+    merged = Trace.merge([t, plain])  # the pass columns of the plain shard are filled, never left null
+    assert merged.batches["epoch"].tolist()[-1] == -1 and merged.batches["phase"].tolist()[-1] == ""
+    assert load_trace(merged.save(tmp_path / "m.json")) == merged

@@ -3,7 +3,7 @@
 Usage::
 
     vizdist summary run.json          # the split, step by step, and the findings
-    vizdist merge shards/ merged.json # join per-worker shards into one trace
+    vizdist merge shards/ merged.json # join per-worker shards (worker-<type>-<index>.json) into one trace
     vizdist merge --skip-bad shards/ merged.json  # ... leaving out files that are not readable traces
     vizdist lab                       # open the notebook course in JupyterLab (loopback only)
 
@@ -22,8 +22,9 @@ import sys
 import warnings
 from pathlib import Path
 
+from vizdist._clip import MAX_LINE, clip
 from vizdist.errors import TraceFormatError
-from vizdist.trace import load_trace
+from vizdist.trace import SHARD_NAME, load_trace
 
 # C0 and C1 control characters (but newline and tab) and the bidirectional overrides/isolates,
 # which can reorder what a terminal shows: printed escaped.
@@ -46,7 +47,9 @@ _SKIP_HELP = "in a folder, merge the readable shards and list the others (defaul
 
 
 def _say(text: str, *, err: bool = False) -> None:
-    print(printable(text), file=sys.stderr if err else sys.stdout)
+    """Print ``text`` escaped, each line cut at :data:`vizdist._clip.MAX_LINE` characters (saying so)."""
+    lines = (clip(line, MAX_LINE) for line in printable(text).split("\n"))
+    print("\n".join(lines), file=sys.stderr if err else sys.stdout)
 
 
 def _summary(args: argparse.Namespace) -> int:
@@ -60,10 +63,16 @@ def _summary(args: argparse.Namespace) -> int:
     findings = diagnose(trace)
     _say(split_text(split_layout(trace, max_steps=args.max_steps), findings))
     with pd.option_context("display.max_colwidth", None, "display.width", 200):
-        for row in findings.itertuples(index=False):
+        for row in findings.head(_MAX_FINDINGS).itertuples(index=False):
             where = f" step {row.step}" if row.step >= 0 else ""
-            _say(f"- {row.severity} {row.code}{where}: {row.message}")
+            _say(f"- {row.severity} {row.code}{where}: {clip(row.message, 2_000)}")
+    if len(findings) > _MAX_FINDINGS:
+        _say(f"- ... and {len(findings) - _MAX_FINDINGS:,} more findings (vizdist.diagnose(trace) lists them all)")
     return 0
+
+
+#: Findings the summary prints at most (the first ones, by step).
+_MAX_FINDINGS = 200
 
 
 _BOUNDS = ("max_bytes", "max_rows", "max_lanes", "max_string")
@@ -81,6 +90,10 @@ def _add_bounds(p: argparse.ArgumentParser) -> None:
 
 
 def _merge(args: argparse.Namespace) -> int:
+    out, shards = Path(args.out), Path(args.shards)
+    if shards.is_dir() and SHARD_NAME.fullmatch(out.name) and out.parent.resolve() == shards.resolve():
+        raise ValueError(f"{args.out!r} would replace the shard of that name in {args.shards!r} (and the next "
+                         "merge would read it as one): write the merged trace under another name.")
     trace = load_trace(args.shards, errors="skip" if args.skip_bad else "raise", **_bounds(args))
     out = trace.save(args.out)
     _say(f"merged {len(trace.meta.get('shards', [1]))} shard(s), {len(trace.elements)} element rows -> {out}")

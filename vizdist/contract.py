@@ -756,6 +756,10 @@ def join_reductions(metas: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]] 
 JOINS: dict[str, Callable[[Sequence[Mapping[str, Any]]], Any]] = {"reductions": join_reductions}
 
 
+#: TensorFlow's task types (``TF_CONFIG``'s ``task.type``), the only ones that name a shard file.
+TASK_TYPES = ("chief", "worker", "ps", "evaluator")
+
+
 #: kind -> the TypedDict of its keys.
 KINDS: dict[str, type] = {
     "distribution": DistributionMeta,
@@ -886,7 +890,7 @@ def validate_meta(meta: Mapping[str, Any], *, source: str = "trace meta") -> Tra
     out = {"kind": kind, **{k: v for k, v in meta.items() if k != "kind"}}
     if not isinstance(kind, str) or kind not in KINDS:
         raise TraceFormatError(
-            f"{source}: key 'kind' is {kind!r}; vizdist knows {sorted(KINDS)}. "
+            f"{source}: key 'kind' is {_short(kind)}; vizdist knows {sorted(KINDS)}. "
             "Is the trace from a newer vizdist? Upgrade vizdist, or re-record it.")
     hints = _hints(KINDS[kind])
     for key, value in out.items():
@@ -894,7 +898,7 @@ def validate_meta(meta: Mapping[str, Any], *, source: str = "trace meta") -> Tra
         if problem is not None:
             where, bad, tp = problem
             raise TraceFormatError(
-                f"{source}: key {where!r} must be {_describe(tp)}; got "
+                f"{source}: key {_short(where)} must be {_describe(tp)}; got "
                 + ("nothing (the key is missing)." if bad is _MISSING else f"{_short(bad)} ({type(bad).__name__})."))
     for i, shard in enumerate(out.get("shards") or []):
         validate_meta(shard, source=f"{source} (shards[{i}])")

@@ -24,15 +24,22 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from vizdist._clip import MAX_MESSAGE, clip
+
 if TYPE_CHECKING:  # pandas and the trace load on the first diagnose() call, not on ``import vizdist``
     import pandas as pd
 
     from vizdist.trace import Trace
 
-__all__ = ["SEVERITIES", "Finding", "check", "diagnose"]
+__all__ = ["MAX_CELLS", "MAX_PER_CODE", "SEVERITIES", "Finding", "check", "diagnose", "more_like_these"]
 
 SEVERITIES = ("error", "warning", "info")
 COLUMNS = ["code", "severity", "step", "replicas", "workers", "message"]
+#: Steps x replicas a diagnosis reads at most (its per-step checks hold a table that size): a bigger trace
+#: is diagnosed over its first steps, and an ``info`` finding says how many it read.
+MAX_CELLS = 20_000_000
+#: Findings of one code a diagnosis lists at most; one more finding of that code counts the rest.
+MAX_PER_CODE = 1_000
 
 
 @dataclass(frozen=True)
@@ -73,6 +80,57 @@ def _load_checks() -> None:
     _loaded = True
 
 
+def _bounded(trace: Trace, max_cells: int) -> tuple[Trace, list[dict[str, object]]]:
+    """``trace``, or its first steps when it is bigger than ``max_cells`` (and a finding saying so)."""
+    from vizdist.trace import Trace
+
+    steps, replicas = trace.steps, max(len(trace.replicas), 1)
+    if len(steps) * replicas <= max_cells:
+        return trace, []
+    keep = max(max_cells // replicas, 1)
+    last = steps[keep - 1]
+    part = Trace(elements=trace.elements[trace.elements["step"] <= last],
+                 batches=trace.batches[trace.batches["step"] <= last], events=trace.events, meta=trace.meta)
+    return part, [dict(code="diagnose-partial", severity="info", step=-1, replicas=[], workers=[], message=(
+        f"This trace has {len(steps):,} steps of {replicas:,} replicas; diagnose read the first {keep:,} steps "
+        f"(steps {steps[0]}..{last}), what it reads at most (max_cells={max_cells:,} step-replica cells). Pass "
+        "diagnose(trace, max_cells=...) to read it whole.")),
+    ]
+
+
+def more_like_these(code: str, severity: str, n: int, steps: Sequence[int]) -> Finding:
+    """The finding that stands for ``n`` more of ``code`` beyond :data:`MAX_PER_CODE` (a check that makes one
+    per step may stop building them there and yield this instead).
+
+    Example:
+        >>> more_like_these("empty-replica", "warning", 5, [7, 11]).message
+        'And 5 more findings like these (steps 7..11): diagnose lists the first 1,000 of each kind.'
+    """
+    where = f" (steps {min(steps)}..{max(steps)})" if len(steps) else ""
+    return Finding(code, severity, f"And {n:,} more findings like these{where}: diagnose lists the first "
+                   f"{MAX_PER_CODE:,} of each kind.")
+
+
+def _capped(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+    """At most :data:`MAX_PER_CODE` findings of each code, and for a code with more, one that counts the rest
+    (a check's own :func:`more_like_these` is kept as it is)."""
+    kept: list[dict[str, object]] = []
+    extra: dict[str, list[dict[str, object]]] = {}
+    seen: dict[str, int] = {}
+    for row in rows:
+        code = str(row["code"])
+        if str(row["message"]).startswith("And ") and "more findings like these" in str(row["message"]):
+            kept.append(row)
+            continue
+        seen[code] = seen.get(code, 0) + 1
+        (kept if seen[code] <= MAX_PER_CODE else extra.setdefault(code, [])).append(row)
+    for code, more in extra.items():
+        steps = [int(r["step"]) for r in more if int(r["step"]) >= 0]  # type: ignore[call-overload]  # row values are untyped
+        f = more_like_these(code, str(more[0]["severity"]), len(more), steps)
+        kept.append(dict(code=f.code, severity=f.severity, step=-1, replicas=[], workers=[], message=f.message))
+    return kept
+
+
 def _rows(trace: Trace) -> list[dict[str, object]]:
     return [dict(code=f.code, severity=f.severity, step=int(f.step), replicas=list(f.replicas),
                  workers=list(f.workers), message=f.message) for fn in _CHECKS for f in fn(trace)]
@@ -105,7 +163,7 @@ def _record_rows(trace: Trace) -> list[dict[str, object]]:
     return list(first.values())
 
 
-def diagnose(trace: Trace, *, severity: str | None = None) -> pd.DataFrame:
+def diagnose(trace: Trace, *, severity: str | None = None, max_cells: int = MAX_CELLS) -> pd.DataFrame:
     """Return the findings for ``trace`` as a DataFrame.
 
     Columns: ``code``, ``severity`` (error, warning, info), ``step`` (-1 when
@@ -117,6 +175,10 @@ def diagnose(trace: Trace, *, severity: str | None = None) -> pd.DataFrame:
         trace: a recorded run.
         severity: keep only findings at least this severe ("error" keeps
             errors, "warning" keeps errors and warnings).
+        max_cells: read at most this many step x replica cells (the first
+            steps; an ``info`` finding ``diagnose-partial`` says how many);
+            raise it to read a bigger trace whole. Findings of one code are
+            listed up to :data:`MAX_PER_CODE`, and one more counts the rest.
 
     Example:
         >>> import vizdist
@@ -135,8 +197,12 @@ def diagnose(trace: Trace, *, severity: str | None = None) -> pd.DataFrame:
     if severity is not None and severity not in SEVERITIES:
         raise ValueError(f"severity must be one of {SEVERITIES}; got {severity!r}")
     _load_checks()
+    if isinstance(max_cells, bool) or not isinstance(max_cells, int) or max_cells < 1:
+        raise ValueError(f"max_cells must be a positive int; got {max_cells!r}.")
+    trace, note = _bounded(trace, max_cells)
     rows = _record_rows(trace) if _is_record(trace) else _rows(trace)
-    df = pd.DataFrame(rows, columns=COLUMNS)
+    df = pd.DataFrame(_capped(rows) + note, columns=COLUMNS)
+    df["message"] = [clip(m, MAX_MESSAGE) for m in df["message"].tolist()]  # a hostile value is cut, and says so
     if severity is not None:
         keep = SEVERITIES[: SEVERITIES.index(severity) + 1]
         df = df[df["severity"].isin(keep)]

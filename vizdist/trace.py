@@ -49,17 +49,28 @@ import gzip
 import json
 import math
 import os
+import re
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from vizdist import views
-from vizdist._files import NotRegularFile, open_regular, write_file
-from vizdist._loadcheck import Limits, OverLimit, check_meta_counts, check_rows, check_table
-from vizdist.contract import JOINS, KINDS, TraceMeta, validate_meta
+from vizdist._files import NotRegularFile, open_regular, write_file, write_folder
+from vizdist._loadcheck import (
+    Budget,
+    Limits,
+    OverLimit,
+    check_meta,
+    check_meta_counts,
+    check_rows,
+    check_table,
+    read_compact,
+)
+from vizdist.contract import JOINS, KINDS, TASK_TYPES, TraceMeta, validate_meta
 from vizdist.errors import TraceFormatError
 
 # KINDS and validate_meta: the meta contract (vizdist/contract.py), re-exported beside SCHEMA.
@@ -110,15 +121,38 @@ SCHEMA: dict[str, dict[str, tuple[str, Any]]] = {
 }
 TABLES = tuple(SCHEMA)
 
+#: The columns of a ``vizdist.record()`` trace that say which pass a row belongs to (read by
+#: ``vizdist.analysis.passes``, ``split()`` and the checks), and the service worker of an element.
+PASS_COLUMNS: dict[str, tuple[str, Any]] = {
+    "dataset": ("int64", -1), "phase": ("str", ""), "epoch": ("int64", -1), "epoch_step": ("int64", -1),
+    "repetition": ("int64", -1),
+}
 #: Extra columns vizdist's instruments write (``vizdist.instrument.observe.timing.EXTRA_COLUMNS`` for events):
-#: like the schema's, a trace holds them with their dtype and never null, and ``load_trace`` checks so.
-#: Other extra columns are kept as given.
+#: like the schema's, a trace holds them with their kind of dtype (any whole-number dtype for int64, text or
+#: categorical text for str) and never null (a merge fills a shard's missing ones with the default), and
+#: ``load_trace`` checks so. Other extra columns are kept as given.
 EXTRA_COLUMNS: dict[str, dict[str, tuple[str, Any]]] = {
-    "elements": {},
-    "batches": {"replica_device": ("str", "")},
+    "elements": {"replica_device": ("str", ""), **PASS_COLUMNS, "service_worker": ("int64", -1),
+                 "order": ("int64", -1), "t_ns": ("int64", -1)},  # a service trace's arrival order and time
+    "batches": {"replica_device": ("str", ""), **PASS_COLUMNS},
     "events": {"buffered": ("int64", -1), "buffer_limit": ("int64", -1), "origin": ("str", ""),
                "op": ("str", ""), "depth": ("int64", 0)},
 }
+
+
+#: The name of a shard file: ``worker-<task type>-<index>.json``, as :func:`vizdist.record_worker_shard`
+#: writes it. A folder merge reads only files named so.
+SHARD_NAME = re.compile(r"worker-(" + "|".join(TASK_TYPES) + r")-(\d{1,9})\.json")
+
+
+def shard_name(task_type: str, task_index: int) -> str:
+    """The file name of ``task_type:task_index``'s shard.
+
+    Example:
+        >>> shard_name("worker", 3), bool(SHARD_NAME.fullmatch(shard_name("chief", 0)))
+        ('worker-worker-00003.json', True)
+    """
+    return f"worker-{task_type}-{int(task_index):05d}.json"
 
 
 def _load_types(name: str) -> dict[str, tuple[str, bool]]:
@@ -145,10 +179,18 @@ def _normalize(name: str, df: pd.DataFrame | None) -> pd.DataFrame:
             continue
         _coerce(name, df, col, dtype, default)
     for col, (dtype, default) in EXTRA_COLUMNS[name].items():
-        if col in df.columns and (df[col].isna().any() or str(df[col].dtype) != dtype):
+        if col in df.columns and (df[col].isna().any() or not _fits(df[col], dtype)):
             _coerce(name, df, col, dtype, default)  # a merge of shards without it left nulls
     ordered = list(schema) + [c for c in df.columns if c not in schema]
     return df[ordered]
+
+
+def _fits(series: pd.Series, dtype: str) -> bool:
+    """Whether ``series`` already holds ``dtype``'s kind of values (``record()`` keeps its int32 and
+    categorical columns as they are)."""
+    if dtype == "str":
+        return _is_text_categorical(series) or str(series.dtype) in ("str", "string")
+    return str(series.dtype) == dtype or (dtype == "int64" and series.dtype.kind == "i")
 
 
 def _coerce(name: str, df: pd.DataFrame, col: str, dtype: str, default: Any) -> None:
@@ -176,21 +218,95 @@ def _is_text_categorical(series: pd.Series) -> bool:
     return isinstance(series.dtype, pd.CategoricalDtype) and all(isinstance(c, str) for c in series.cat.categories)
 
 
-def _check_storable(series: pd.Series) -> None:
-    """The dtype rule of :func:`_column_to_json`, without converting any value (Parquet stores columns as they are)."""
+def _check_storable(series: pd.Series, table: str) -> None:
+    """The dtype rule of :func:`_column_to_json`, without converting any value (Parquet stores columns as they are),
+    and no Infinity in a float column (JSON has none, and a loaded trace never holds one)."""
     dtype = str(series.dtype)
     if not (_is_text_categorical(series) or dtype.startswith(("int", "uint", "float"))
             or dtype in ("bool", "str", "string", "object")):
-        raise TraceFormatError(f"column {series.name!r} has dtype {dtype}, which traces cannot store")
+        raise TraceFormatError(f"table {table!r} column {series.name!r} has dtype {dtype}, which traces cannot store")
+    if dtype.startswith("float") and len(series) and (inf := np.isinf(series.to_numpy())).any():
+        row = int(inf.argmax())
+        raise TraceFormatError(f"table {table!r} column {series.name!r} row {row} holds {series.iloc[row]}, which a "
+                               "trace cannot store (JSON has no Infinity): replace it, say with NaN (stored as null)")
 
 
-def _column_to_json(series: pd.Series) -> tuple[str, list[Any]]:
+def nonfinite_key(value: Any, where: str = "") -> str | None:
+    """The path (``"a.b[2]"``) of the first float in ``value`` that is Infinity or NaN, or None.
+
+    Example:
+        >>> nonfinite_key({"a": [1.0, {"b": float("inf")}]})
+        'a[1].b'
+    """
+    stack: list[tuple[str, Any]] = [(where, value)]
+    while stack:
+        path, v = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            return path
+        if isinstance(v, dict):
+            stack.extend((f"{path}.{k}" if path else str(k), x) for k, x in reversed(list(v.items())))
+        elif isinstance(v, list | tuple):
+            stack.extend((f"{path}[{i}]", x) for i, x in reversed(list(enumerate(v))))
+    return None
+
+
+def _meta_json(meta: Mapping[str, Any]) -> str:
+    """``meta`` as JSON text, or a TraceFormatError naming the key that holds Infinity or NaN."""
+    try:
+        return json.dumps(meta, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        key = nonfinite_key(dict(meta))
+        if key is None:
+            raise
+        raise TraceFormatError(f"trace meta key {_clip(key)!r} holds Infinity or NaN, which a trace file cannot "
+                               "store (JSON has neither): replace it, say with None or a string") from None
+
+
+#: The files of a Parquet trace folder (what :meth:`Trace.save` writes and replaces).
+PARQUET_FILES = ("meta.json", *(f"{name}.parquet" for name in TABLES))
+
+
+def _parquet_trace_folder(p: Path) -> str:
+    """Why the existing folder ``p`` may not be replaced by a Parquet trace ("" when it holds only one's files)."""
+    others = sorted(c.name for c in p.iterdir() if c.name not in PARQUET_FILES)
+    if not others:
+        return ""
+    return (f"{str(p)!r} is a folder that is not a vizdist Parquet trace (it holds {_clip(', '.join(others), 200)}); "
+            "saving there would replace it. Choose another path, or remove the folder first.")
+
+
+def _never(p: Path) -> str:
+    return f"{str(p)!r} exists (save(..., overwrite=False) replaces nothing)"
+
+
+def _arrow_table(name: str, df: pd.DataFrame) -> Any:
+    """``df`` as a pyarrow table, or a TraceFormatError naming the table and column that cannot be stored."""
+    from vizdist._optional import require
+
+    pa = require("pyarrow", pip="pyarrow", conda="pyarrow")
+
+    for col in df.columns:
+        _check_storable(df[col], name)  # same column rules as JSON
+        if str(df[col].dtype) == "object" and not all(v is None or isinstance(v, str) for v in df[col].tolist()):
+            raise TraceFormatError(
+                f"table {name!r} column {col!r} holds values that are not text (lists, dicts or numbers in a "
+                "text column): a Parquet trace stores a column of one type only. Save the trace as .json, "
+                "which keeps them.")
+    try:
+        return pa.Table.from_pandas(df, preserve_index=False)
+    except (pa.ArrowException, TypeError, ValueError) as exc:
+        raise TraceFormatError(f"table {name!r} cannot be stored as Parquet ({type(exc).__name__}: "
+                               f"{_clip(str(exc))})") from None
+
+
+def _column_to_json(series: pd.Series, table: str) -> tuple[str, list[Any]]:
     if _is_text_categorical(series):
         return "str", series.astype(str).tolist()
     dtype = str(series.dtype)
     if dtype.startswith(("int", "uint")):
         return dtype, [int(v) for v in series.tolist()]
     if dtype.startswith("float"):
+        _check_storable(series, table)  # no Infinity
         return dtype, [None if (v is None or math.isnan(v)) else float(v) for v in series.tolist()]
     if dtype == "bool":
         return dtype, [bool(v) for v in series.tolist()]
@@ -200,7 +316,7 @@ def _column_to_json(series: pd.Series) -> tuple[str, list[Any]]:
             return "str", values
         # Anything else must already be JSON-able (lists of numbers, dicts).
         return "object", values
-    raise TraceFormatError(f"column {series.name!r} has dtype {dtype}, which traces cannot store")
+    raise TraceFormatError(f"table {table!r} column {series.name!r} has dtype {dtype}, which traces cannot store")
 
 
 def _column_from_json(name: str, dtype: str, values: list[Any]) -> pd.Series:
@@ -273,6 +389,8 @@ def _head_meta(doc: Any, source: str, limits: Limits) -> TraceMeta:
         raise TraceFormatError(f"{source} is a damaged vizdist trace: it has {what}. Re-record it.")
     if version >= 2 and "kind" not in meta:
         raise TraceFormatError(f"{source} is a damaged vizdist trace: its meta has no 'kind'. Re-record it.")
+    with _damaged(source):
+        check_meta(meta, limits)  # bounded and finite, before anything reads it
     checked = validate_meta(meta, source=source)  # version 1: kind inferred
     with _damaged(source):
         check_meta_counts(checked, limits)
@@ -397,14 +515,17 @@ class Trace:
     @property
     def steps(self) -> list[int]:
         """The steps recorded, in order."""
-        steps = set(self.batches["step"].tolist()) | set(self.elements["step"].tolist())
-        return sorted(int(s) for s in steps if s >= 0)
+        return self._ids("step")
 
     @property
     def replicas(self) -> list[int]:
         """The replica ids recorded (global ids across workers), in order."""
-        reps = set(self.batches["replica"].tolist()) | set(self.elements["replica"].tolist())
-        return sorted(int(r) for r in reps if r >= 0)
+        return self._ids("replica")
+
+    def _ids(self, col: str) -> list[int]:
+        """The distinct values >= 0 of ``col`` in batches and elements, sorted (whole-column arithmetic)."""
+        both = np.concatenate([self.batches[col].to_numpy(np.int64), self.elements[col].to_numpy(np.int64)])
+        return [int(v) for v in np.unique(both[both >= 0]).tolist()]
 
     # -- views (drawn by vizdist.render, found through vizdist.views) ------------
     @property
@@ -498,7 +619,7 @@ class Trace:
             cols: list[str] = [str(c) for c in df.columns]
             dtypes, data = [], {}
             for col in cols:
-                dtype, values = _column_to_json(df[col])
+                dtype, values = _column_to_json(df[col], name)
                 dtypes.append(dtype)
                 data[col] = values
             tables[name] = {"columns": cols, "dtypes": dtypes, "data": data}
@@ -526,12 +647,17 @@ class Trace:
                 check_table(name, df, _load_types(name), limits)
             return cls(**tables, meta=meta)
 
-    def save(self, path: str | os.PathLike[str]) -> Path:
+    def save(self, path: str | os.PathLike[str], *, overwrite: bool = True) -> Path:
         """Write the trace to ``path`` and return the path.
 
         ``*.json`` writes one JSON file, ``*.json.gz`` the same gzipped,
         ``*.parquet`` a folder holding ``meta.json`` and one Parquet file per
-        table (needs ``pyarrow``).
+        table (needs ``pyarrow``). The file (or folder) is written beside
+        ``path`` and renamed (swapped) into place, so ``path`` holds the old
+        trace or the new one, whole, even if the save fails; a symbolic link at
+        ``path`` is refused (:class:`vizdist._files.LinkedTarget`), and so is a
+        folder that is not a Parquet trace. ``overwrite=False`` refuses an
+        existing ``path`` (``FileExistsError``), atomically.
 
         Example:
             >>> import tempfile, os
@@ -543,35 +669,38 @@ class Trace:
         p = Path(path)
         name = p.name.lower()
         if name.endswith(".parquet"):
-            return self._save_parquet(p)
+            return self._save_parquet(p, overwrite=overwrite)
         if not (name.endswith(".json") or name.endswith(".json.gz")):
             raise ValueError(
                 f"cannot tell the trace format from {str(p)!r}: use a name ending in "
                 "'.json', '.json.gz' or '.parquet'."
             )
         p.parent.mkdir(parents=True, exist_ok=True)
-        data = json.dumps(self.to_dict(), separators=(",", ":"), allow_nan=False).encode("utf-8")
+        tables = json.dumps(self.to_dict()["tables"], separators=(",", ":"), allow_nan=False)  # no Infinity: checked
+        data = (f'{{"format":{json.dumps(FORMAT)},"version":{VERSION},"meta":{_meta_json(self.meta)},'
+                f'"tables":{tables}}}').encode()
         if name.endswith(".gz"):
             data = gzip.compress(data)
-        write_file(p, lambda fh: fh.write(data))
+        write_file(p, lambda fh: fh.write(data), replace=overwrite)
         return p
 
-    def _save_parquet(self, p: Path) -> Path:
+    def _save_parquet(self, p: Path, *, overwrite: bool) -> Path:
         from vizdist._optional import require
 
         pq = require("pyarrow.parquet", pip="pyarrow", conda="pyarrow")
-        pa = require("pyarrow", pip="pyarrow", conda="pyarrow")
-        p.mkdir(parents=True, exist_ok=True)
-        for name in TABLES:
-            df = getattr(self, name)
-            for col in df.columns:
-                _check_storable(df[col])  # same column rules as JSON
-            table = pa.Table.from_pandas(df, preserve_index=False)
-            # mypy infers no type for a lambda with a default argument (it binds this loop's table)
-            write_file(p / f"{name}.parquet", lambda fh, table=table: pq.write_table(table, fh))  # type: ignore[misc]
-        head = {"format": FORMAT, "version": VERSION, "meta": self.meta, "storage": "parquet"}
-        write_file(p / "meta.json", lambda fh: fh.write(json.dumps(head).encode("utf-8")))
-        return p
+        tables = {name: _arrow_table(name, getattr(self, name)) for name in TABLES}  # every check before any write
+        head = (f'{{"format":{json.dumps(FORMAT)},"version":{VERSION},"storage":"parquet",'
+                f'"meta":{_meta_json(self.meta)}}}').encode()
+
+        def fill(folder: Path) -> None:
+            for name, table in tables.items():
+                # mypy infers no type for a lambda with a default argument (it binds this loop's table)
+                write_file(folder / f"{name}.parquet", lambda fh, table=table: pq.write_table(table, fh))  # type: ignore[misc]
+            write_file(folder / "meta.json", head)
+
+        p.parent.mkdir(parents=True, exist_ok=True)
+        # written beside, then swapped in whole: a failed save leaves the old trace, never a mix
+        return write_folder(p, fill, replaceable=_parquet_trace_folder if overwrite else _never)
 
     # -- comparison and display --------------------------------------------
     def __eq__(self, other: object) -> bool:
@@ -593,7 +722,7 @@ class Trace:
     def __repr__(self) -> str:
         m = self.meta
         parts = [
-            f"strategy={m.get('strategy', '?')}",
+            f"strategy={_clip(str(m.get('strategy', '?')), 80)}",
             f"replicas={m.get('num_replicas', len(self.replicas))}",
             f"steps={len(self.steps)}",
             f"elements={len(self.elements)}",
@@ -630,21 +759,23 @@ def _plain_text(df: pd.DataFrame) -> pd.DataFrame:
     return df.astype(cats) if cats else df
 
 
-def _read_json(p: Path, limits: Limits, *, follow: bool = True) -> Any:
-    """The JSON document in ``p`` (gunzipped for ``.gz``); ``follow=False`` refuses a link at ``p``."""
+def _read_json(p: Path, limits: Limits, *, follow: bool = True, budget: Budget | None = None) -> Any:
+    """The JSON document in ``p`` (gunzipped for ``.gz``); ``follow=False`` refuses a link at ``p``.
+
+    What is read counts against ``budget`` (a folder's, shared by its shards), else against the file's own
+    ``max_bytes``; whitespace padding is dropped as it is read (:func:`vizdist._loadcheck.read_compact`).
+    """
+    budget = budget or Budget(limits.max_bytes, repr(str(p)))
     try:
         with open_regular(p, follow=follow) as raw:
             if p.name.lower().endswith(".gz"):
                 with gzip.GzipFile(fileobj=raw) as fh:
-                    data = fh.read(limits.max_bytes + 1)
+                    data = read_compact(fh, budget, limits)  # type: ignore[arg-type]  # GzipFile reads bytes
             else:
-                data = raw.read(limits.max_bytes + 1)
-        if len(data) > limits.max_bytes:
-            raise OverLimit(f"{str(p)!r} holds more than max_bytes={limits.max_bytes} bytes of JSON (after "
-                            "gunzip); to read a trace this big on purpose, pass load_trace(..., max_bytes=...)")
-        return json.loads(data.decode("utf-8"))
-    except OverLimit:
-        raise
+                data = read_compact(raw, budget, limits)
+        return json.loads(data)
+    except OverLimit as exc:
+        raise OverLimit(str(exc) if str(exc).startswith(("folder ", repr(str(p)))) else f"{str(p)!r}: {exc}") from None
     except NotRegularFile as exc:
         raise TraceFormatError(f"{exc}: a trace is a regular file") from None
     except (ValueError, EOFError, OSError, RecursionError, MemoryError) as exc:
@@ -668,23 +799,22 @@ def _regular(p: Path) -> str:
 def _load_parquet(p: Path, limits: Limits) -> Trace:
     from vizdist._optional import require
 
-    pq = require("pyarrow.parquet", pip="pyarrow", conda="pyarrow")
+    require("pyarrow.parquet", pip="pyarrow", conda="pyarrow")
     source = repr(str(p))
     files = [p / "meta.json"] + [p / f"{name}.parquet" for name in TABLES]
     for f in files:
         why = "missing" if not (f.exists() or f.is_symlink()) else _regular(f)
         if why:
             raise TraceFormatError(f"{source} is a damaged vizdist trace: {f.name} is {why}.")
-    meta = _head_meta(_read_json(files[0], limits, follow=False), source, limits)
+    budget = Budget(limits.max_bytes, source)  # the trace's files together, as a JSON trace's one file
+    meta = _head_meta(_read_json(files[0], limits, follow=False, budget=budget), source, limits)
     tables = {}
     for name, f in zip(TABLES, files[1:], strict=True):
         try:
             with open_regular(f, follow=False) as fh:
-                table = pq.ParquetFile(fh)
-                check_rows(name, table.metadata.num_rows, limits)  # as declared, before reading any
-                tables[name] = table.read().to_pandas()
-        except OverLimit as exc:
-            raise OverLimit(f"{source}: {exc}") from None
+                tables[name] = _parquet_table(name, fh, limits, budget)
+        except TraceFormatError as exc:
+            raise type(exc)(f"{source}: {exc}") from None
         except Exception as exc:  # pyarrow raises many types
             raise TraceFormatError(f"{str(f)!r} is not readable Parquet ({_clip(str(exc))}).") from None
     with _damaged(source):
@@ -693,23 +823,107 @@ def _load_parquet(p: Path, limits: Limits) -> Trace:
         return Trace(**tables, meta=meta)
 
 
+def _parquet_table(name: str, fh: Any, limits: Limits, budget: Budget) -> pd.DataFrame:
+    """One table of a Parquet trace, its bounds checked before its data is read (and, for text stored once
+    and referenced by every row, before it is decoded)."""
+    from vizdist._optional import require
+
+    pa = require("pyarrow", pip="pyarrow", conda="pyarrow")
+    pc = require("pyarrow.compute", pip="pyarrow", conda="pyarrow")
+    pq = require("pyarrow.parquet", pip="pyarrow", conda="pyarrow")
+
+    info = pq.ParquetFile(fh)
+    check_rows(name, info.metadata.num_rows, limits)  # as declared, before reading any
+    schema = info.schema_arrow
+    for field in schema:
+        if not _storable_arrow(field.type):
+            raise TraceFormatError(f"table {name!r} column {field.name!r} is a Parquet {field.type} column, which "
+                                   "traces do not store (numbers, true/false or text only)")
+    budget.take(sum(info.metadata.row_group(i).total_byte_size for i in range(info.metadata.num_row_groups)))
+    text = [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
+    fh.seek(0)
+    table = pq.ParquetFile(fh, read_dictionary=text).read()  # text as stored: each distinct string once
+    for col in text:
+        chunks = table.column(col).chunks
+        budget.take(sum(int(pc.sum(pc.take(pc.binary_length(c.dictionary), c.indices)).as_py() or 0)
+                        for c in chunks if len(c)))  # its size once decoded, before it is
+        table = table.set_column(table.schema.get_field_index(col), col, table.column(col).cast(schema.field(col).type))
+    return table.to_pandas()
+
+
+def _storable_arrow(t: Any) -> bool:
+    """Arrow types a trace table may hold: what :func:`_check_storable` lets Trace.save write."""
+    from vizdist._optional import require
+
+    pa = require("pyarrow", pip="pyarrow", conda="pyarrow")
+
+    if pa.types.is_dictionary(t):
+        return bool(pa.types.is_string(t.value_type) or pa.types.is_large_string(t.value_type))
+    return bool(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t) or pa.types.is_null(t)
+                or pa.types.is_string(t) or pa.types.is_large_string(t))
+
+
+NOT_A_SHARD = ("not a shard: a folder merge reads only files named worker-<task type>-<index>.json, as "
+               "record_worker_shard writes them (load any other trace by its own path)")
+
+
 def _folder_entry(c: Path) -> tuple[bool, str]:
-    """(is it a trace entry, why it may not be read) for one entry of a shard folder."""
-    n = c.name.lower()
-    if n.endswith(".parquet"):
-        if c.is_symlink():
-            return True, _regular(c)
-        return c.is_dir() and (c / "meta.json").exists(), ""
-    if n.endswith((".json", ".json.gz")):
+    """(is it a shard, why it may not be read / why it is not) for one entry of a shard folder.
+
+    Only a name of the layout :func:`vizdist.record_worker_shard` writes (:data:`SHARD_NAME`) is a shard;
+    another file that looks like a trace (``.json``, ``.json.gz``, ``.parquet``: a merged trace, a copy)
+    is not read, and said so; anything else (notes, vizdist's own temporary files) is passed over.
+    """
+    if SHARD_NAME.fullmatch(c.name):
         return True, _regular(c)
+    if c.name.lower().endswith((".json", ".json.gz", ".parquet")) and not c.name.startswith("."):
+        return False, NOT_A_SHARD
     return False, ""
 
 
-def _load_entry(c: Path, limits: Limits) -> Trace:
+def _shard_task(c: Path) -> str:
+    """``"<type>-<index>"`` of a shard file's name ("" when the name is not a shard's)."""
+    m = SHARD_NAME.fullmatch(c.name)
+    return f"{m[1]}-{int(m[2])}" if m else ""
+
+
+def _folder_listing(p: Path, errors: str) -> tuple[list[Path], list[dict[str, str]]]:
+    """The shards of folder ``p`` to read, in name order, and the entries not read (with why).
+
+    Two names for one task (``worker-worker-1.json`` beside ``worker-worker-00001.json``) are two
+    shards of one task: a :class:`TraceFormatError` naming both, unless ``errors="skip"``.
+    """
+    shards: list[Path] = []
+    skipped: list[dict[str, str]] = []
+    first: dict[str, Path] = {}
+    for c in sorted(p.iterdir()):
+        is_shard, why = _folder_entry(c)
+        task = _shard_task(c) if is_shard else ""
+        if is_shard and not why and task in first:
+            why = f"a second shard for task {task} ({first[task].name} is the first); each task writes one"
+            if errors == "raise":
+                raise TraceFormatError(f"{str(c)!r} is {why}. Remove one, or pass errors='skip'.")
+        if why:
+            skipped.append({"path": str(c), "reason": why})
+        elif is_shard:
+            first.setdefault(task, c)
+            shards.append(c)
+    return shards, skipped
+
+
+def _check_task(c: Path, meta: Mapping[str, Any]) -> None:
+    """A shard's name and the task its meta says wrote it must agree (a copy under another name does not)."""
+    task, wrote = _shard_task(c), meta.get("task")
+    if task and isinstance(wrote, str) and wrote != task:
+        raise TraceFormatError(f"{str(c)!r} is named for task {task} but was written by task {wrote} (its meta's "
+                               "'task'): a copy or a renamed shard, whose rows another shard holds too. Remove it.")
+
+
+def _load_entry(c: Path, limits: Limits, budget: Budget) -> Trace:
     """One shard of a folder, opened without following links (the entry may have changed since listed)."""
-    if c.name.lower().endswith(".parquet"):
-        return _load_parquet(c, limits)
-    return Trace.from_dict(_read_json(c, limits, follow=False), source=repr(str(c)), limits=limits)
+    trace = Trace.from_dict(_read_json(c, limits, follow=False, budget=budget), source=repr(str(c)), limits=limits)
+    _check_task(c, trace.meta)
+    return trace
 
 
 class _Shard:
@@ -719,21 +933,22 @@ class _Shard:
         self.meta = meta
 
 
-def _fast_folder(p: Path, limits: Limits) -> Trace | None:
+def _fast_folder(p: Path, entries: list[Path], limits: Limits, budget: Budget) -> Trace | None:
     """A folder of JSON shards with the same columns, merged with one table build and one check per table.
 
     A real cluster's folder holds one small shard per worker: building and checking a Trace per shard
     costs about 25 ms of pandas each, so 1,000 workers took over 10 s. Here each shard is read and its
     meta checked as before, its columns are joined as plain lists, and the merged tables are built and
-    checked once. Anything unusual (a Parquet shard, other columns, any error) returns None: the careful
-    path then reads shard by shard and names the file at fault.
+    checked once. Anything unusual (other columns, any error) returns None: the careful path then reads
+    shard by shard and names the file at fault.
     """
-    entries = [c for c in sorted(p.iterdir()) if _folder_entry(c)[0]]
-    if not entries or any(_folder_entry(c)[1] or c.name.lower().endswith(".parquet") for c in entries):
+    if not entries:
         return None
     try:
-        docs = [_read_json(c, limits, follow=False) for c in entries]
+        docs = [_read_json(c, limits, follow=False, budget=budget) for c in entries]
         metas = [_head_meta(d, repr(str(c)), limits) for d, c in zip(docs, entries, strict=True)]
+        for c, m in zip(entries, metas, strict=True):
+            _check_task(c, m)
         raw = {name: _joined_columns([d["tables"][name] for d in docs]) for name in TABLES}
         if any(r is None for r in raw.values()):
             return None
@@ -742,6 +957,10 @@ def _fast_folder(p: Path, limits: Limits) -> Trace | None:
             for name, df in tables.items():
                 check_table(name, df, _load_types(name), limits)
             return Trace(**tables, meta=_merged_meta([_Shard(m) for m in metas], None))
+    except OverLimit as exc:
+        if str(exc).startswith("folder "):
+            raise  # the folder as a whole is over a bound: no shard is at fault
+        return None
     except (TraceFormatError, ValueError, TypeError, KeyError):
         return None
 
@@ -757,35 +976,41 @@ def _joined_columns(tables: list[Any]) -> dict[str, Any] | None:
 
 
 def _load_folder(p: Path, errors: str, limits: Limits) -> Trace:
-    """Merge the trace files of a folder (regular files only; see :func:`load_trace`)."""
-    fast = _fast_folder(p, limits)
-    if fast is not None:
-        return fast
-    shards, skipped = [], []
-    for c in sorted(p.iterdir()):
-        is_trace, why = _folder_entry(c)
-        if not is_trace:
-            continue
-        if not why:
+    """Merge the shards of a folder (regular files named as shards only; see :func:`load_trace`)."""
+    entries, skipped = _folder_listing(p, errors)
+    where = repr(str(p))
+    fast = (None if any(s["reason"] != NOT_A_SHARD for s in skipped)
+            else _fast_folder(p, entries, limits, Budget(limits.max_bytes, where, folder=True)))
+    shards = []
+    if fast is None:
+        budget = Budget(limits.max_bytes, where, folder=True)  # the bounds hold for the folder as a whole
+        for c in entries:
             try:
-                shards.append(_load_entry(c, limits))
-                continue
+                shards.append(_load_entry(c, limits, budget))
             except TraceFormatError as exc:
-                if errors == "raise":
+                if errors == "raise" or str(exc).startswith("folder "):  # a folder over a bound: no shard to skip
                     raise
-                why = str(exc)
-        skipped.append({"path": str(c), "reason": why})
+                skipped.append({"path": str(c), "reason": str(exc)})
+        skipped.sort(key=lambda s: s["path"])
     if skipped:
         lines = "".join(f"\n  {s['path']}: {s['reason']}" for s in skipped)
         warnings.warn(f"load_trace({str(p)!r}) skipped {len(skipped)} file(s):{lines}", stacklevel=3)
+    if fast is not None:
+        return fast if not skipped else Trace(elements=fast.elements, batches=fast.batches, events=fast.events,
+                                              meta={**fast.meta, "skipped": skipped})
     if not shards:
         raise TraceFormatError(
-            f"folder {str(p)!r} holds no readable trace files (*.json, *.json.gz or *.parquet folders)"
-            + (f"; skipped {len(skipped)}, see the warning above." if skipped else "."))
+            f"folder {str(p)!r} holds no readable shards (files named worker-<task type>-<index>.json, as "
+            "record_worker_shard writes them)" + (f"; skipped {len(skipped)}, see the warning above." if skipped
+                                                  else ". Load a trace file by its own path."))
     try:
-        return Trace.merge(shards, meta={"skipped": skipped} if skipped else None)
+        merged = Trace.merge(shards, meta={"skipped": skipped} if skipped else None)
     except ValueError as exc:
         raise TraceFormatError(f"the traces in folder {str(p)!r} cannot be merged: {exc}") from None
+    with _damaged(f"folder {where}"):
+        for name in TABLES:
+            check_rows(name, len(getattr(merged, name)), limits)
+    return merged
 
 
 def load_trace(path: str | os.PathLike[str], *, errors: str = "raise", max_bytes: int = Limits.max_bytes,
@@ -794,16 +1019,22 @@ def load_trace(path: str | os.PathLike[str], *, errors: str = "raise", max_bytes
     """Load a trace written by :meth:`Trace.save`, or merge a folder of shards.
 
     ``path`` may be a ``.json`` / ``.json.gz`` file, a ``.parquet`` trace
-    folder, or any other folder: then every trace file in it (for example
-    one shard per worker, written by each worker of a real cluster) is
-    loaded, in name order, and merged with :meth:`Trace.merge`.
+    folder, or any other folder: then every shard in it (one per task,
+    written by each worker of a real cluster with
+    :func:`vizdist.record_worker_shard`) is loaded, in name order, and merged
+    with :meth:`Trace.merge`.
 
-    In a folder only regular files (and ``.parquet`` folders) directly inside
-    it are read: symbolic links and special files are skipped, listed in
-    ``meta["skipped"]`` and in a warning. A file that is not a readable trace
-    (a damaged shard, an unrelated ``package.json``) raises
-    :class:`TraceFormatError` naming it, unless ``errors="skip"``: then the
-    good shards are merged and the bad ones listed in ``meta["skipped"]``.
+    In a folder only the shards are read: regular files directly inside it
+    named ``worker-<task type>-<index>.json``, the names
+    :func:`vizdist.record_worker_shard` writes (:func:`shard_name`). Other
+    trace files there (a merged trace, a copy), symbolic links and special
+    files are not read, and are listed in ``meta["skipped"]`` and in a
+    warning, so a merge never reads its own output. A shard that is not a
+    readable trace, or a second shard of one task (a copy under another
+    task's name, whose meta's ``task`` says so, or one task under two
+    spellings), raises :class:`TraceFormatError` naming it, unless
+    ``errors="skip"``: then the good shards are merged and the bad ones
+    listed in ``meta["skipped"]``.
     Trace files are data only: loading one never runs code (JSON or Parquet,
     never pickle), and every malformed file is a :class:`TraceFormatError`.
 
@@ -826,7 +1057,7 @@ def load_trace(path: str | os.PathLike[str], *, errors: str = "raise", max_bytes
         >>> d = tempfile.mkdtemp()
         >>> for w in range(2):
         ...     _ = Trace.from_records(elements=[dict(step=0, worker=w, source_id=w)]).save(
-        ...         os.path.join(d, f"worker-{w}.json"))
+        ...         os.path.join(d, shard_name("worker", w)))
         >>> load_trace(d).elements["worker"].tolist()
         [0, 1]
     """

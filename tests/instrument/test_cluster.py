@@ -132,14 +132,18 @@ def test_record_worker_shard_does_not_follow_a_planted_link(tmp_path: Path) -> N
     victim.write_text("keep me")
     shards = tmp_path / "shards"
     shards.mkdir()
-    target = shards / "worker-worker-00000.json"
-    target.symlink_to(victim)
-    for name in ("worker-worker-00000.json.tmp", ".worker-worker-00000.json.tmp"):
+    for name in ("worker-worker-00000.json.tmp", ".worker-worker-00000.json.tmp"):  # old fixed temp names: ignored
         (shards / name).symlink_to(victim)
     record_worker_shard(Trace.from_records(elements=[dict(step=0, source_id=1)]), shards,
                         task_type="worker", task_index=0)
-    assert victim.read_text() == "keep me"
-    assert not target.is_symlink() and vizdist_load(target).elements["source_id"].tolist() == [1]
+    assert vizdist_load(shards / "worker-worker-00000.json").elements["source_id"].tolist() == [1]
+    target = shards / "worker-worker-00001.json"
+    target.symlink_to(victim)  # a link at the shard's own name: refused, even with overwrite=True
+    for overwrite in (False, True):
+        with pytest.raises(OSError, match="is a symbolic link"):
+            record_worker_shard(Trace.from_records(elements=[dict(step=0, source_id=2)]), shards,
+                                task_type="worker", task_index=1, overwrite=overwrite)
+    assert victim.read_text() == "keep me" and target.is_symlink()
 
 
 def test_worker_context_names_its_task() -> None:
@@ -470,6 +474,10 @@ def test_sizes_and_types_are_validated_before_anything_starts() -> None:
         LocalCluster(workers=2, timeout="60")
     with pytest.raises(ValueError, match="positive, finite"):
         LocalCluster(workers=2, timeout=float("nan"))
+    # issue 36 item 9: LocalCluster(ports=[99999]) gave a raw OverflowError
+    for ports in ([99999], [0], [-1], [True], ["8080"], {"worker": [70000]}):
+        with pytest.raises(ValueError, match=r"ports must be whole numbers from 1 to 65535; got .*"):
+            LocalCluster(workers=1, ports=ports)
 
 
 def _ports_then_trace(ctx: WorkerContext, probe: str) -> Trace:
@@ -554,3 +562,38 @@ def test_a_stalled_run_in_a_task_returns_its_trace_before_the_cluster_stops_it()
         trace = cluster.run(_stalls_after_two)
     assert trace.meta["stopped"] == "timeout" and trace.meta["steps_run"] == 2
     assert trace.meta["timeout_s"] < 25
+
+
+# -- issue 36: a failed run keeps what a user needs, says where, and no pickled code -------------
+@pytest.mark.slow
+def test_a_failed_task_keeps_its_logs_where_the_error_says_but_not_the_pickled_callable() -> None:
+    """Issue 36 item 5: the job folder of a plain exception was kept (or not) with job.pkl, and the error said nothing."""
+    import shutil
+
+    with LocalCluster(workers=2, **FAST) as cluster, pytest.raises(TracingError) as info:
+        cluster.run(_fail_on_worker_1)
+    job = cluster.job_dir
+    assert job is not None
+    try:
+        assert f"{job} (kept for you" in str(info.value)
+        kept = sorted(p.name for p in job.iterdir())
+        assert {"spec.json", "error-worker-1.json", "log-worker-0.txt", "log-worker-1.txt"} <= set(kept), kept
+        assert "job.pkl" not in kept and not [k for k in kept if k.startswith(("tmp-", "import"))], kept
+    finally:
+        shutil.rmtree(job, ignore_errors=True)
+
+
+def _writes_a_shard_into_the_job_folder(ctx: WorkerContext) -> Trace:
+    from vizdist.instrument.processes.cluster import record_worker_shard
+
+    trace = Trace.from_records(elements=[dict(step=0, replica=ctx.task_index, source_id=ctx.task_index)])
+    record_worker_shard(trace, ctx.job_dir, task_type=ctx.task_type, task_index=ctx.task_index)
+    return trace
+
+
+@pytest.mark.slow
+def test_the_cluster_merges_only_what_its_tasks_returned() -> None:
+    """A callable that writes a shard into ctx.job_dir: the cluster's merge reads only the tasks' own files."""
+    with LocalCluster(workers=2, **FAST) as cluster:
+        trace = cluster.run(_writes_a_shard_into_the_job_folder)
+    assert sorted(trace.elements["source_id"].tolist()) == [0, 1]

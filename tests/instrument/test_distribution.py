@@ -304,7 +304,7 @@ class TestBadInput:
         with pytest.raises(ValueError, match="max_steps must be"):
             vizdist.trace_distribution(mirrored, tf.data.Dataset.range(4).batch(4), max_steps=max_steps)
 
-    @pytest.mark.parametrize("timeout", [0, -1, "5", True])
+    @pytest.mark.parametrize("timeout", [0, -1, "5", True, float("nan")])  # nan: issue 36 item 9
     def test_bad_timeout(self, tf, mirrored, timeout):
         with pytest.raises(ValueError, match="timeout must be"):
             vizdist.trace_distribution(mirrored, tf.data.Dataset.range(4).batch(4), timeout=timeout)
@@ -624,3 +624,17 @@ def test_enumerate_zips_a_range_with_the_dataset(tf, tmp_path):
     ds = tf.data.TextLineDataset([str(tmp_path / "a.txt")]).enumerate()
     ops = {n.op for n in graph_pb2.GraphDef.FromString(ds._as_serialized_graph().numpy()).node}
     assert {"ZipDataset", "RangeDataset"} <= ops
+
+
+
+def test_batch_zero_in_a_dataset_fn_says_what_to_do(tf, mirrored):
+    """Issue 36 item 9: TF's raw {{function_node ...}} error, now with plain words beside it (TF's own
+    message kept whole: BatchDatasetOp::MakeDataset refuses a batch size below 1)."""
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Batch size must be greater than zero"):
+        tf.data.Dataset.range(8).batch(0)  # plain TF, for the message it gives
+    with pytest.raises(vizdist.TracingError) as info:
+        vizdist.trace_distribution(mirrored, dataset_fn=lambda ctx: tf.data.Dataset.range(8).batch(0), progress=False)
+    msg = str(info.value)
+    assert "Batch size must be greater than zero" in msg
+    assert "In plain words: a batch() in the pipeline has a batch size of 0" in msg
+    assert "get_per_replica_batch_size" in msg

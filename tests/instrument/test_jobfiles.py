@@ -16,6 +16,8 @@ ROOT = Path(vizdist.__file__).parent
 #: modules that may still spell a job file's name, each with why.
 EXCEPTIONS = {
     "instrument/processes/jobfiles.py": "the one place the names are spelled",
+    "trace.py": "the shard layout a folder merge reads (the trace layer imports no instrument module); "
+                "test_the_shard_layout_is_the_trace_file_name checks it is jobfiles.TRACE's",
 }
 
 #: a string (an f-string with ``{}`` for each value) that names a job file.
@@ -83,3 +85,12 @@ def test_the_names_the_processes_exchange_are_unchanged():
     assert [k.name("7") for k in (jobfiles.REQUEST, jobfiles.REQUEST_GRAPH, jobfiles.REQUEST_SPEC,
                                   jobfiles.PROGRESS, jobfiles.RESPONSE, jobfiles.SERVICE_ERROR)] == [
         "req-7.json", "req-7.graph", "req-7.spec", "prog-7.txt", "res-7.json", "err-7.json"]
+
+
+def test_the_shard_layout_is_the_trace_file_name():
+    from vizdist.trace import SHARD_NAME, shard_name
+
+    for task, index in (("worker", 0), ("chief", 0), ("ps", 12), ("evaluator", 99999)):
+        assert shard_name(task, index) == jobfiles.TRACE.name(f"{task}-{index:05d}")
+        assert SHARD_NAME.fullmatch(shard_name(task, index))
+    assert not SHARD_NAME.fullmatch("worker-merged.json") and not SHARD_NAME.fullmatch("worker-0.json")

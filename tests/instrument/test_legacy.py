@@ -265,8 +265,21 @@ def test_run_in_graph_mode_reports_the_childs_error() -> None:
     def fails():
         raise ValueError("raised in the child on purpose")
 
-    with pytest.raises(TracingError, match="ValueError in the graph-mode child: raised in the child on purpose"):
+    with pytest.raises(TracingError, match="ValueError in the graph-mode child: raised in the child on purpose") as info:
         vizdist.run_in_graph_mode(fails, devices=1, timeout=120)
+    # issue 36 item 5's sibling: the child's log and error report are kept where the error says, without the pickle
+    import re
+    import shutil
+    from pathlib import Path
+
+    where = re.search(r"are in (\S+) \(kept for you", str(info.value))
+    assert where, str(info.value)
+    job = Path(where[1])
+    try:
+        kept = sorted(p.name for p in job.iterdir())
+        assert "error-graph.json" in kept and "log-graph.txt" in kept and "job.pkl" not in kept, kept
+    finally:
+        shutil.rmtree(job, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------
@@ -323,3 +336,10 @@ def test_graph_mode_v2_strategy_is_a_clear_error_because_tf_cannot_iterate_it(gr
     assert "only supported inside of tf.function or when eager execution is enabled" in graph["tf_v2_iter_error"]
     assert graph["trace_distribution_error"].startswith("trace_distribution reads each replica's batch eagerly")
     assert "vizdist.trace_tf1" in graph["trace_distribution_error"]
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan")])
+def test_trace_tf1_refuses_a_timeout_that_is_not_a_positive_number(mirrored, timeout) -> None:
+    """Issue 36 item 9: timeout=nan was accepted (nan <= 0 is false)."""
+    with pytest.raises(ValueError, match="timeout must be a number of seconds above 0"):
+        vizdist.trace_tf1(mirrored, tf.data.Dataset.range(8).batch(4), timeout=timeout)

@@ -148,3 +148,40 @@ def test_shards_carry_the_cluster_and_a_folder_of_them_has_its_topology(tmp_path
     topo = vizdist.topology(load_trace(tmp_path))
     assert [t.name for t in topo.tasks] == [f"{j}:{i}" for j in spec.jobs for i in spec.task_indices(j)]
     assert topo.leader == "chief:0" and topo.mode == "multi_worker"
+
+
+# -- issue 36 item 3: two shards for one task never replace each other --------------------------
+def test_a_second_shard_for_the_same_task_is_refused_not_silently_replaced(tmp_path: Path, monkeypatch) -> None:
+    """Two workers whose TF_CONFIG both say worker:0 (a launcher mistake): the second write is refused."""
+    cfg = {"cluster": {"worker": ["h:1", "h:2"]}, "task": {"type": "worker", "index": 0}}
+    monkeypatch.setenv("TF_CONFIG", json.dumps(cfg))
+    first = record_worker_shard(Trace.from_records(elements=[dict(step=0, source_id=1)]), tmp_path)
+    with pytest.raises(FileExistsError, match=r"a shard for task worker:0 is already in .*worker-worker-00000\.json.*"
+                                              r"overwrite=True"):
+        record_worker_shard(Trace.from_records(elements=[dict(step=0, source_id=2)]), tmp_path)
+    assert load_trace(first).elements["source_id"].tolist() == [1]  # the first worker's data is kept
+    assert os.listdir(tmp_path) == [first.name]
+    record_worker_shard(Trace.from_records(elements=[dict(step=0, source_id=3)]), tmp_path, overwrite=True)
+    assert load_trace(first).elements["source_id"].tolist() == [3]
+
+
+def test_racing_writers_of_one_shard_leave_exactly_one(tmp_path: Path) -> None:
+    import threading
+
+    results: list[object] = []
+
+    def write(i: int) -> None:
+        try:
+            results.append(record_worker_shard(Trace.from_records(elements=[dict(step=0, source_id=i)]), tmp_path,
+                                               task_type="worker", task_index=0))
+        except FileExistsError as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    written = [r for r in results if isinstance(r, Path)]
+    assert len(results) == 8 and len(written) == 1, results
+    assert os.listdir(tmp_path) == [written[0].name]

@@ -238,3 +238,28 @@ def test_port_helpers() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         assert sv.port_in_use(s.getsockname()[1])
+
+
+def test_a_kept_folder_loses_its_pickled_code_even_when_the_driver_dies(tmp_path) -> None:
+    """Issue 36 item 5: a folder kept for its logs keeps no job.pkl, also when the janitor cleans up after a kill."""
+    import subprocess
+    import sys
+    import time
+
+    from vizdist.instrument.processes.supervisor import KEEP_FILE
+
+    kept, gone = tmp_path / "kept", tmp_path / "gone"
+    for d in (kept, gone):
+        d.mkdir()
+        for name in ("job.pkl", "log-worker-0.txt", "spec.json", "req-1.graph"):
+            (d / name).write_text("x")
+        (d / "tmp-worker-0").mkdir()
+    (kept / KEEP_FILE).touch()
+    driver = ("import os, sys, time\nfrom vizdist.instrument.processes.supervisor import FolderJanitor\n"
+              "j = FolderJanitor()\nfor f in sys.argv[1:]:\n    j.watch(f)\ntime.sleep(0.5)\nos._exit(9)\n")
+    subprocess.run([sys.executable, "-c", driver, str(kept), str(gone)], check=False, timeout=60)
+    deadline = time.monotonic() + 30
+    while (gone.exists() or (kept / "job.pkl").exists()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not gone.exists()
+    assert sorted(p.name for p in kept.iterdir()) == [KEEP_FILE, "log-worker-0.txt", "spec.json"]

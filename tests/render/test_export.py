@@ -215,3 +215,18 @@ def test_lane_names_with_markup_stay_data(tmp_path):
                                                  t_start_ns=0, t_end_ns=5)]))
     read = read_trace_event_file(vizdist.to_chrome_trace(t, tmp_path / "x.json"))
     assert list(read["threads"].values()) == ['w0 <b>"x"</b>']
+
+
+
+def test_a_5000_deep_elements_string_is_exported_as_text_not_parsed(tmp_path):
+    """Issue 36 item 9: 5,000-deep JSON in events.elements raised RecursionError in to_chrome_trace."""
+    import json
+
+    import vizdist
+
+    deep = "[" * 5000 + "]" * 5000
+    t = vizdist.Trace.from_records(events=[dict(lane="w0 host", stage="consume", step=0, t_start_ns=0, t_end_ns=5,
+                                                elements=deep), dict(lane="w0 host", stage="consume", step=1,
+                                                                     t_start_ns=5, t_end_ns=9, elements="[3, 4]")])
+    spans = [e for e in json.loads(t.to_chrome_trace(tmp_path / "t.json").read_text())["traceEvents"] if e["ph"] == "X"]
+    assert [s["args"]["elements"] for s in spans] == [deep, [3, 4]]

@@ -60,3 +60,20 @@ def test_a_megabyte_lane_name_is_cut_in_the_timeline():
     fig = vizdist.plot_timeline(trace)
     assert max(len(t.get_text()) for t in fig.findobj(matplotlib.text.Text)) <= 120
     assert _png(fig).startswith(b"\x89PNG")
+
+
+def test_an_in_memory_trace_with_10_mb_fields_makes_a_small_explorer_page():
+    """Issue 36 item 6: 10 MB meta and table strings made a 90 MB explorer page; every shown string is cut."""
+    big = "M" * 10_000_000
+    trace = Trace.from_records(
+        elements=[dict(step=0, replica=r, source_id=r, position=0, device=big, source_file=big) for r in range(2)],
+        batches=[dict(step=0, replica=r, n_elements=1, device=big, result=big) for r in range(2)],
+        meta={"kind": "distribution", "num_replicas": 2, "strategy": big, "api": big, "provenance": big,
+              "provenance_note": big, "note": big})
+    bundle = trace.show()._repr_mimebundle_()
+    sizes = {k: len(v) for k, v in bundle.items() if isinstance(v, str)}
+    assert max(sizes.values()) < 300_000, sizes
+    assert "…" in bundle["text/html"] and "…" in bundle["text/plain"]
+    assert len(repr(trace)) < 1_000
+    findings = vizdist.diagnose(trace)
+    assert findings["message"].str.len().max() <= 10_100 if len(findings) else True

@@ -205,6 +205,8 @@ def map_threads(trace: Trace) -> list[str]:
 
 def _buffer_spans(trace: Trace) -> Any:
     ev = trace.events
+    if "op" not in ev.columns:  # a trace without the profiler's columns has no buffers to name
+        ev = ev.assign(op="")
     if "buffered" not in ev.columns or "buffer_limit" not in ev.columns:
         return ev.iloc[0:0].assign(buffered=[], buffer_limit=[])
     return ev[(ev["buffered"] >= 0) & (ev["buffer_limit"] > 0)]

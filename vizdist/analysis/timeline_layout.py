@@ -28,13 +28,20 @@ from vizdist.contract import recording_call
 if TYPE_CHECKING:
     from vizdist.trace import Trace
 
-__all__ = ["IDLE_BUSY_FRACTION", "STAGES", "TimelineLayout", "idle_lanes", "lane_order", "timeline_layout"]
+__all__ = ["IDLE_BUSY_FRACTION", "MAX_DEPTH", "MAX_NAMES", "STAGES", "TimelineLayout", "idle_lanes", "lane_order",
+           "timeline_layout"]
 
 #: The stages of a span, in pipeline order (a layout's stage codes number these first, then others by name).
 STAGES = ("produce", "map", "batch", "prefetch", "transfer", "consume")
 #: A profiler lane whose spans cover less than this fraction of the drawn time is idle (hidden by default).
 IDLE_BUSY_FRACTION = 0.01
 _HOST_STAGES = ("transfer", "consume")
+#: Distinct stage names, and op names, a layout keeps; the rest share one name that says how many (a view
+#: colours or lists each name, and a trace file may hold a million distinct ones).
+MAX_NAMES = 256
+#: The deepest nesting level a layout keeps (deeper spans are drawn at this level; a view draws a level no
+#: thinner than the fourth).
+MAX_DEPTH = 15
 
 
 @dataclass
@@ -48,12 +55,14 @@ class TimelineLayout:
         lane: lane index of each span.
         start_ms, end_ms: span times in ms from ``t0_ns``.
         stage_code: index of each span's stage in ``stage_names`` (the
-            :data:`STAGES` first, in that order, then others by name);
-            ``stage`` gives the names.
+            :data:`STAGES` first, in that order, then others by name, at
+            most :data:`MAX_NAMES` names: beyond, one ``"other (N stage
+            names)"``); ``stage`` gives the names.
         step: step of each span (-1 when not tied to a step).
         op_code: index of what each span came from in ``op_names`` (``step``,
-            ``next(iterator)``, a tf.data iterator); ``op`` gives the names.
-        depth: nesting level of each span on its lane (0 = outermost).
+            ``next(iterator)``, a tf.data iterator; at most :data:`MAX_NAMES`,
+            as for stages); ``op`` gives the names.
+        depth: nesting level of each span on its lane (0 = outermost, at most :data:`MAX_DEPTH`).
         t0_ns: the time origin (epoch ns of the earliest span).
         buffer: prefetch depth samples: columns ``t_ms``, ``buffered``,
             ``buffer_limit``, ``op``, ``worker``, ``lane``.
@@ -100,26 +109,39 @@ class TimelineLayout:
         return self._elements.astype(str).to_numpy()
 
 
-def _codes(values: pd.Series) -> tuple[np.ndarray, list[str]]:
-    """Category codes and names of a text column (one pass, no Python string per row)."""
+def _codes(values: pd.Series, what: str = "op") -> tuple[np.ndarray, list[str]]:
+    """Category codes and names of a text column (one pass, no Python string per row), at most
+    :data:`MAX_NAMES` names (the first ones; the rest share one name that says how many)."""
     codes, uniques = pd.factorize(values, use_na_sentinel=False)
-    return np.asarray(codes, dtype=np.int64), [str(u) for u in np.asarray(uniques, dtype=object).tolist()]
+    names = [str(u) for u in np.asarray(uniques, dtype=object).tolist()]
+    return _capped(np.asarray(codes, dtype=np.int64), names, what)
+
+
+def _capped(codes: np.ndarray, names: list[str], what: str) -> tuple[np.ndarray, list[str]]:
+    if len(names) <= MAX_NAMES:
+        return codes, names
+    return np.minimum(codes, MAX_NAMES), [*names[:MAX_NAMES], f"other ({len(names) - MAX_NAMES:,} {what} names)"]
 
 
 def _stage_codes(values: pd.Series) -> tuple[np.ndarray, list[str]]:
-    codes, names = _codes(values)
+    codes, uniques = pd.factorize(values, use_na_sentinel=False)
+    names = [str(u) for u in np.asarray(uniques, dtype=object).tolist()]
     order = list(STAGES) + sorted(set(names) - set(STAGES))
-    lookup = np.asarray([order.index(n) for n in names] or [0], dtype=np.int16)
-    return lookup[codes], order
+    where = {n: i for i, n in enumerate(order)}
+    lookup = np.asarray([where[n] for n in names] or [0], dtype=np.int64)
+    return _capped(lookup[np.asarray(codes, dtype=np.int64)], order, "stage")
 
 
 def _lanes(ev: pd.DataFrame) -> tuple[np.ndarray, list[tuple[int, str, bool]]]:
     """Lane index of each span and the lanes (worker, name, profiler-only), ordered:
     by worker, host lanes first, then by name."""
-    name_code, names = _codes(ev["lane"])
+    name_code, names = pd.factorize(ev["lane"], use_na_sentinel=False)
+    names = [str(u) for u in np.asarray(names, dtype=object).tolist()]
     worker_code, workers = pd.factorize(ev["worker"].to_numpy(np.int64))
-    key = worker_code.astype(np.int64) * len(names) + name_code
-    n_keys = len(workers) * len(names)
+    pair = worker_code.astype(np.int64) * len(names) + np.asarray(name_code, dtype=np.int64)
+    pairs, key = np.unique(pair, return_inverse=True)  # only the (worker, lane) pairs present: no workers x lanes grid
+    key = key.astype(np.int64)
+    n_keys = len(pairs)
     rows = np.bincount(key, minlength=n_keys)
     profiler_rows: np.ndarray  # weighted counts: floats
     if "origin" in ev.columns:
@@ -127,8 +149,8 @@ def _lanes(ev: pd.DataFrame) -> tuple[np.ndarray, list[tuple[int, str, bool]]]:
     else:
         profiler_rows = np.zeros(n_keys)
     present = np.nonzero(rows)[0]
-    lanes = [(int(workers[k // len(names)]), names[k % len(names)], bool(profiler_rows[k] == rows[k]))
-             for k in present.tolist()]
+    lanes = [(int(workers[int(pairs[k]) // len(names)]), names[int(pairs[k]) % len(names)],
+              bool(profiler_rows[k] == rows[k])) for k in present.tolist()]
     order = sorted(range(len(lanes)), key=lambda i: (lanes[i][0], lanes[i][2], lanes[i][1]))
     position = np.full(n_keys, -1, dtype=np.int32)
     position[present[order]] = np.arange(len(order), dtype=np.int32)
@@ -238,7 +260,7 @@ def timeline_layout(
         step=ev["step"].to_numpy(np.int64),
         op_code=op_code,
         op_names=op_names,
-        depth=ev["depth"].to_numpy(np.int64) if "depth" in ev.columns else np.zeros(len(ev), np.int64),
+        depth=np.clip(ev["depth"].to_numpy(np.int64), 0, MAX_DEPTH) if "depth" in ev.columns else np.zeros(len(ev), np.int64),
         t0_ns=t0,
         buffer=_buffer(ev, t0),
         step_starts_ms=_step_starts(ev, stage_code, t0),

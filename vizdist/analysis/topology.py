@@ -50,6 +50,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vizdist import views
+from vizdist._clip import clip
 from vizdist.trace import Trace
 
 __all__ = ["Link", "Task", "Topology", "resolver_spec", "task_number", "topology"]
@@ -204,21 +205,29 @@ class Topology:
         for lk in self.links:
             kinds[lk.kind] = kinds.get(lk.kind, 0) + 1
         links = ", ".join(f"{k} {n}" for k, n in kinds.items()) or "none"
+        names = ", ".join(clip(t.name, 60) for t in self.tasks[:MAX_LINKED])
+        more = f" and {len(self.tasks) - MAX_LINKED:,} more" if len(self.tasks) > MAX_LINKED else ""
         return (f"topology ({self.mode}, from {self.source}): {len(self.tasks)} tasks "
-                f"({', '.join(t.name for t in self.tasks)}); links: {links}; network: "
-                f"{self.network or 'not recorded'}")
+                f"({names}{more}); links: {links}; network: {self.network or 'not recorded'}")
 
     def __repr__(self) -> str:
+        """The summary, then each task and link (the first :data:`MAX_LINKED` tasks and their links; long
+        addresses cut, saying so)."""
         lines = [self.summary()]
-        for t in self.tasks:
+        for t in self.tasks[:MAX_LINKED]:
             seen = "observed" if t.observed else "TF rule"
-            listens = f"listens {', '.join(t.listens)} ({seen})" if t.listens else "listens on nothing"
-            lines.append(f"  {t.name}{' (this process)' if t.this else ''}: advertises {t.address or '-'}; "
-                         f"{listens}; {t.role}")
-        lines += [f"  {lk.src} {'<->' if lk.mutual else '->'} {lk.dst}: {lk.label}"
+            listens = f"listens {clip(', '.join(t.listens), 200)} ({seen})" if t.listens else "listens on nothing"
+            lines.append(f"  {clip(t.name, 60)}{' (this process)' if t.this else ''}: advertises "
+                         f"{clip(t.address or '-', 200)}; {listens}; {t.role}")
+        shown = {t.name for t in self.tasks[:MAX_LINKED]}
+        links_shown = [lk for lk in self.links if lk.src in shown and lk.dst in shown][:MAX_LINKED * 4]
+        lines += [f"  {clip(lk.src, 60)} {'<->' if lk.mutual else '->'} {clip(lk.dst, 60)}: {lk.label}"
                   + {"observed": " [observed]", "not seen": " [not seen in this run]"}.get(lk.seen, "")
-                  for lk in self.links]
-        lines += [f"  note: {n}" for n in self.notes]
+                  for lk in links_shown]
+        if len(self.tasks) > MAX_LINKED or len(links_shown) < len(self.links):
+            lines.append(f"  ({len(self.tasks) - min(len(self.tasks), MAX_LINKED):,} more tasks and "
+                         f"{len(self.links) - len(links_shown):,} more links: see .table() and .links)")
+        lines += [f"  note: {clip(n, 500)}" for n in self.notes]
         return "\n".join(lines)
 
     def plot(self, **kwargs: Any) -> Any:
@@ -349,8 +358,23 @@ def _pairs(names: list[str]) -> list[tuple[str, str]]:
     return [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
 
 
+#: TF's rules link every pair of workers (collectives) or every worker to every ps: a cluster of 10,000
+#: tasks has 50 million such links. Links are listed among the first this many tasks of each job; a note
+#: says so.
+MAX_LINKED = 64
+
+
+def _links_note(tasks: list[Task]) -> list[str]:
+    big = {j: n for j in dict.fromkeys(t.job for t in tasks) if (n := sum(t.job == j for t in tasks)) > MAX_LINKED}
+    if not big:
+        return []
+    jobs = ", ".join(f"{n:,} {j}" for j, n in big.items())
+    return [f"links are listed among the first {MAX_LINKED} tasks of each job only ({jobs} tasks; TF's rule links "
+            "the others the same way)"]
+
+
 def _cluster_links(tasks: list[Task], mode: str) -> list[Link]:
-    names = {j: [t.name for t in tasks if t.job == j] for j in {t.job for t in tasks}}
+    names = {j: [t.name for t in tasks if t.job == j][:MAX_LINKED] for j in {t.job for t in tasks}}
     if mode == "multi_worker":
         group = names.get("chief", []) + names.get("worker", [])
         return ([Link(a, b, "collective", "collectives (all-reduce)", mutual=True) for a, b in _pairs(group)]
@@ -395,7 +419,7 @@ def _from_cluster(jobs: dict[str, dict[int, str]], *, source: str, mode: str | N
         jobs = {**jobs, "client": {0: ""}}
     tasks = _cluster_tasks(jobs, mode, this=this)
     return Topology(tasks, _cluster_links(tasks, mode), mode, source, leader=_leader(plain, mode),
-                    rpc_layer=rpc_layer, notes=_notes(plain, mode, source))
+                    rpc_layer=rpc_layer, notes=_notes(plain, mode, source) + _links_note(tasks))
 
 
 def topology(source: Any, *, mode: str | None = None) -> Topology:
@@ -512,7 +536,7 @@ def _from_trace(trace: Trace) -> Topology:
     plain = {j: list(a.values()) for j, a in jobs.items()}
     tasks = _cluster_tasks(jobs, mode, listening=net["listening"], isolated=net["isolated"])
     links = _observe(_annotate(_cluster_links(tasks, mode), meta), tasks, net["connections"])
-    notes = _notes(plain, mode, "")
+    notes = _notes(plain, mode, "") + _links_note(tasks)
     if not net["addresses"]:
         notes.append("this trace recorded no addresses (recorded by an older vizdist, or not through "
                      "LocalCluster / record_worker_shard): tasks are counted, addresses unknown")
@@ -592,8 +616,9 @@ def _observe(links: list[Link], tasks: list[Task], connections: Mapping[str, lis
             lk = replace(lk, seen="observed" if hit else "not seen")
         out.append(lk)
     known = {(lk.src, lk.dst) for lk in links} | {(lk.dst, lk.src) for lk in links if lk.mutual}
+    others = sorted(pairs - known)
     return out + [Link(a, b, "other", "connected (no rule here expects it)", seen="observed")
-                  for a, b in sorted(pairs - known)]
+                  for a, b in others[:MAX_LINKED * MAX_LINKED]]  # a recorded meta may list millions
 
 
 def _with_launcher(tasks: list[Task], links: list[Link], senders: list[str]) -> tuple[list[Task], list[Link]]:
@@ -647,7 +672,8 @@ def _tpu(meta: Mapping[str, Any]) -> Topology:
                           devices=cores))
     links = _cluster_links(tasks, "tpu")
     shape = "x".join(str(x) for x in tpu.get("mesh_shape") or [])
+    tpu_notes = _links_note(tasks)
     notes = [f"TPU {tpu.get('accelerator') or ''}: {_counted(tpu.get('num_hosts')) or len(hosts)} host(s) x "
              f"{_counted(tpu.get('cores_per_host'))} core(s), mesh {shape or '?'}; the cores of all hosts "
              "all-reduce over the TPU interconnect, not over the network"]
-    return Topology(tasks, links, "tpu", "trace", notes=notes)
+    return Topology(tasks, links, "tpu", "trace", notes=notes + tpu_notes)

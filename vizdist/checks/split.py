@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from vizdist.checks.service import copies_by_design
 from vizdist.checks.workers import PASS_COLUMNS
 from vizdist.contract import ServiceRead, TraceMeta
-from vizdist.diagnose import Finding, check
+from vizdist.diagnose import MAX_PER_CODE, Finding, check, more_like_these
 from vizdist.trace import Trace
 
 
@@ -89,39 +90,63 @@ def batch_not_divisible(trace: Trace) -> Iterator[Finding]:
 @check
 def empty_and_partial(trace: Trace) -> Iterator[Finding]:
     counts = _counts(trace)
+    if not counts.size:
+        return
     g = _global_batch(trace)
     drop_hint = (
         "batch(..., drop_remainder=True) in the pipeline"
         if trace.meta.get("api") not in _PER_PIPELINE
         else "batch(per_replica_batch, drop_remainder=True) in dataset_fn"
     )
-    for step, row in counts.iterrows():
-        values = {int(r): int(v) for r, v in row.items()}
-        total = sum(values.values())
-        empty = sorted(r for r, v in values.items() if v == 0)
-        if empty:
-            yield Finding("empty-replica", "warning", _empty_message(trace.meta, int(step), values, drop_hint, g),
-                          step=int(step), replicas=empty)
-        # The global batch spans all replicas of all workers: a trace holding only some of
-        # them (one worker's shard) expects its share, a merged trace the whole batch.
-        n_all = int(trace.meta.get("num_replicas") or 0) or len(values)
-        if g and 0 < total < g * min(len(values), n_all) / n_all:
-            split = f"{', '.join(str(v) for v in values.values())}{_rebatch_rule(trace.meta, n_all)}"
-            yield Finding(
-                "partial-batch", "info",
-                f"Step {step} delivered {total} of {g} elements: "
-                + _partial_cause(trace.meta, step == counts.index.max(), split, drop_hint),
-                step=int(step), replicas=sorted(r for r, v in values.items() if v > 0),
-            )
-        nonzero = [v for v in values.values() if v > 0]
-        if not empty and len(set(nonzero)) > 1 and (g is None or total < g or (g and g % len(values) == 0)):
-            yield Finding(
-                "uneven-split", "info",
-                f"At step {step}, replicas got different numbers of elements "
-                f"({', '.join(f'replica {r}: {v}' for r, v in values.items())}). Replicas with fewer elements "
-                f"finish early and wait for the others at the gradient all-reduce.",
-                step=int(step), replicas=sorted(values),
-            )
+    reps, steps, a = [int(r) for r in counts.columns], counts.index.to_numpy(), counts.to_numpy()
+    # The global batch spans all replicas of all workers: a trace holding only some of
+    # them (one worker's shard) expects its share, a merged trace the whole batch.
+    n_all = int(trace.meta.get("num_replicas") or 0) or len(reps)
+    last = int(steps.max())
+
+    def values(i: int) -> dict[int, int]:
+        return dict(zip(reps, (int(v) for v in a[i]), strict=True))
+
+    def empty_finding(i: int) -> Finding:
+        v = values(i)
+        return Finding("empty-replica", "warning", _empty_message(trace.meta, int(steps[i]), v, drop_hint, g),
+                       step=int(steps[i]), replicas=sorted(r for r, n in v.items() if n == 0))
+
+    def partial_finding(i: int) -> Finding:
+        v, step = values(i), int(steps[i])
+        split = f"{', '.join(str(n) for n in v.values())}{_rebatch_rule(trace.meta, n_all)}"
+        return Finding("partial-batch", "info", f"Step {step} delivered {sum(v.values())} of {g} elements: "
+                       + _partial_cause(trace.meta, step == last, split, drop_hint),
+                       step=step, replicas=sorted(r for r, n in v.items() if n > 0))
+
+    def uneven_finding(i: int) -> Finding:
+        v = values(i)
+        return Finding("uneven-split", "info",
+                       f"At step {int(steps[i])}, replicas got different numbers of elements "
+                       f"({', '.join(f'replica {r}: {n}' for r, n in v.items())}). Replicas with fewer elements "
+                       f"finish early and wait for the others at the gradient all-reduce.",
+                       step=int(steps[i]), replicas=sorted(v))
+
+    empty, partial, uneven = _step_masks(a, g, n_all)
+    for code, severity, mask, make in (("empty-replica", "warning", empty, empty_finding),
+                                       ("partial-batch", "info", partial, partial_finding),
+                                       ("uneven-split", "info", uneven, uneven_finding)):
+        idx = np.flatnonzero(mask)
+        yield from (make(int(i)) for i in idx[:MAX_PER_CODE])  # the first ones, built one by one
+        if len(idx) > MAX_PER_CODE:  # the rest, counted with whole-table arithmetic
+            rest = steps[idx[MAX_PER_CODE:]]
+            yield more_like_these(code, severity, len(rest), [int(rest.min()), int(rest.max())])
+
+
+def _step_masks(a: np.ndarray, g: int | None, n_all: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Which steps (rows of the steps x replicas counts ``a``) have an empty replica, a partial batch, an
+    uneven split."""
+    total, hi = a.sum(axis=1), a.max(axis=1)
+    empty = (a == 0).any(axis=1)
+    partial = (total > 0) & (total < g * min(a.shape[1], n_all) / n_all) if g else np.zeros(len(a), bool)
+    lo_nonzero = np.where(a > 0, a, hi[:, None]).min(axis=1)
+    rule = np.ones(len(a), bool) if g is None else (total < g) | bool(g and g % a.shape[1] == 0)
+    return empty, partial, ~empty & (lo_nonzero != hi) & rule
 
 
 _BATCH_OPS = ("batch", "padded_batch", "ragged_batch", "rebatch")
@@ -333,7 +358,8 @@ def _duplicate_cause(meta: TraceMeta) -> str:
 
 def _first_pipeline(meta: TraceMeta) -> list[str]:
     pipelines = meta.get("pipelines") or [meta.get("pipeline") or []]
-    return [str(op) for op in (pipelines[0] or [])]
+    first = pipelines[0] if isinstance(pipelines, list) else []  # a shard_comparison's is a dict (by policy)
+    return [str(op) for op in (first or [])]
 
 
 def _sharded(meta: TraceMeta) -> bool:

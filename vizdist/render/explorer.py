@@ -14,11 +14,16 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from vizdist._optional import require
+from vizdist.render._text import short
 from vizdist.render.html import cell_html, findings_html, ids_text, split_html
 from vizdist.render.layout import pass_choices, split_layout
 from vizdist.trace import Trace
 
-__all__ = ["Explorer", "show", "split_text"]
+__all__ = ["CARDS", "TEXT_REPLICAS", "Explorer", "show", "split_text"]
+
+#: Replicas the explorer shows (one card each; its static table too) and the text view prints per step.
+CARDS = 64
+TEXT_REPLICAS = 16
 
 if TYPE_CHECKING:  # mypy reads the base classes from the package itself
     import ipywidgets as widgets
@@ -42,12 +47,16 @@ def split_text(layout: dict[str, Any], findings: pd.DataFrame) -> str:
     labels = layout.get("step_labels") or [""] * len(layout["steps"])
     for s, cells, label in zip(layout["steps"], layout["cells"], labels, strict=False):
         parts = []
-        for rep, c in zip(layout["replicas"], cells, strict=False):
+        for rep, c in list(zip(layout["replicas"], cells, strict=False))[:TEXT_REPLICAS]:
             body = "empty" if c["empty"] or not c["labels"] else "[" + ids_text(c["labels"]) + "]"
             parts.append(f"r{rep['id']} {body}")
         lines.append(f"  step {s}{f' ({label})' if label else ''}: " + " | ".join(parts))
     if layout["total_steps"] > len(layout["steps"]):
         lines.append(f"  ... {layout['total_steps'] - len(layout['steps'])} more steps")
+    total = layout.get("total_replicas", len(layout["replicas"]))
+    if total > TEXT_REPLICAS:
+        lines.append(f"  first {TEXT_REPLICAS} of {total} replicas shown ({total - TEXT_REPLICAS} more replicas "
+                     "not shown)")
     if findings.empty:
         lines.append("findings: none")
     else:
@@ -69,10 +78,10 @@ class Explorer(widgets.VBox):  # type: ignore[misc]  # the base class comes from
         from vizdist.diagnose import diagnose
 
         self._trace = trace
-        self._layout = split_layout(trace)
-        self._static_layout = split_layout(trace, max_steps=max_steps)
+        self._static_layout = split_layout(trace, max_steps=max_steps, max_replicas=CARDS)
+        self._layout = self._static_layout  # title, replicas, totals; each step is laid out when shown
         self._findings = diagnose(trace)
-        steps = self._layout["steps"] or [0]
+        steps = trace.steps or [0]
         self._steps = steps
         self.slider = widgets.IntSlider(value=steps[0], min=steps[0], max=steps[-1], description="step",
                                         continuous_update=True)
@@ -80,7 +89,6 @@ class Explorer(widgets.VBox):  # type: ignore[misc]  # the base class comes from
         self.play = widgets.Play(value=steps[0], min=steps[0], max=steps[-1], interval=900,
                                  description="play")
         widgets.jslink((self.play, "value"), (self.slider, "value"))
-        self._labels = dict(zip(self._layout["steps"], self._layout["step_labels"], strict=True))
         self.pass_pick = self._pass_picker(trace)
         self.header = widgets.HTML(self._header_html())
         self.label = widgets.HTML()
@@ -129,16 +137,16 @@ class Explorer(widgets.VBox):  # type: ignore[misc]  # the base class comes from
         bits = [f"<b>{escape(self._layout['title'])}</b>"]
         prov = m.get("provenance")
         if prov:
-            bits.append(f"<small>ids: {escape(str(prov))}</small>")
+            bits.append(f"<small>ids: {escape(short(prov))}</small>")
         return " &nbsp; ".join(bits)
 
     def _on_step(self, change: dict[str, Any]) -> None:
         self._render(int(change["new"]))
 
     def _render(self, step: int) -> None:
-        lay = self._layout
-        row = lay["steps"].index(step) if step in lay["steps"] else None
-        where = self._labels.get(step, "")
+        lay = split_layout(self._trace, steps=[step], max_replicas=CARDS)  # this step only
+        row = 0 if lay["steps"] else None
+        where = lay["step_labels"][0] if lay["steps"] else ""
         self.label.value = (f'<span data-step="{step}">step {step} of {lay["total_steps"]}'
                             f" (0–{lay['total_steps'] - 1}){f' · {escape(where)}' if where else ''}</span>")
         for card, rep, i in zip(self.cards.children, lay["replicas"], range(len(lay["replicas"])), strict=False):

@@ -26,10 +26,14 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import gzip
 import io
+import itertools
 import json
 import os
+import re
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, BinaryIO
 
@@ -90,44 +94,51 @@ def _columns(ev: pd.DataFrame) -> dict[str, list[Any]]:
     return cols
 
 
-def _span_args(step: Any, replica: Any, op: str, elements: str, buffered: Any, limit: Any) -> dict[str, Any]:
-    """A span's ``args``: its step, then its replica, op, source ids and buffer fill where it has them."""
-    args: dict[str, Any] = {"step": int(step)}
+#: A flat JSON list of whole numbers (what the timing recorder writes in ``elements``): copied into the
+#: file as it is. Anything else is kept as text, never parsed (a trace file may hold any string there).
+_ID_LIST = re.compile(r"\[\s*(-?\d{1,20}\s*(,\s*-?\d{1,20}\s*)*)?\]")
+
+
+def _span_args(step: Any, replica: Any, op: str, elements: str, buffered: Any, limit: Any) -> str:
+    """A span's ``args`` as JSON text: its step, then its replica, op, source ids and buffer fill where it has them."""
+    parts = [f'"step":{int(step)}']
     if replica >= 0:
-        args["replica"] = int(replica)
+        parts.append(f'"replica":{int(replica)}')
     if op:
-        args["op"] = op
+        parts.append(f'"op":{_text(op)}')
     if elements:
-        try:
-            args["elements"] = json.loads(elements)
-        except ValueError:
-            args["elements"] = elements
+        parts.append(f'"elements":{elements if _ID_LIST.fullmatch(elements) else _text(elements)}')
     if buffered >= 0:
-        args["buffered"] = int(buffered)
+        parts.append(f'"buffered":{int(buffered)}')
         if limit >= 0:
-            args["buffer_limit"] = int(limit)
-    return args
+            parts.append(f'"buffer_limit":{int(limit)}')
+    return "{" + ",".join(parts) + "}"
 
 
-def _span_events(ev: pd.DataFrame, t0: int, tids: dict[tuple[int, str], int]) -> list[dict[str, Any]]:
-    """One complete (``X``) event per span, each followed by a counter (``C``) event when it measured a buffer."""
+@functools.lru_cache(maxsize=4096)
+def _text(value: str) -> str:
+    """``value`` as a JSON string (lane, stage and op names repeat: each is encoded once)."""
+    return json.dumps(value)
+
+
+def _span_lines(ev: pd.DataFrame, t0: int, tids: dict[tuple[int, str], int]) -> Iterator[str]:
+    """One complete (``X``) event per span, each followed by a counter (``C``) event when it measured a buffer,
+    as JSON lines made one at a time (a trace of millions of spans is never held as objects)."""
     start = ev["t_start_ns"].to_numpy(np.int64) - t0
     dur = ev["t_end_ns"].to_numpy(np.int64) - ev["t_start_ns"].to_numpy(np.int64)
     c = _columns(ev)
     rows = zip(_us(start), _us(dur), c["worker"], c["lane"], c["stage"], c["origin"], c["step"], c["replica"],
                c["op"], c["elements"], c["buffered"], c["buffer_limit"], strict=True)
-    out: list[dict[str, Any]] = []
     for ts, d, worker, lane, stage, origin, step, replica, op, elements, buffered, limit in rows:
         w = int(worker)
-        out.append({
-            "ph": "X", "name": str(stage), "cat": f"vizdist,{origin or 'host'}", "ts": ts, "dur": d, "pid": w,
-            "tid": tids[(w, str(lane))], "args": _span_args(step, replica, op, elements, buffered, limit),
-        })
+        cat = _text("vizdist," + (origin or "host"))
+        yield (f'{{"ph":"X","name":{_text(str(stage))},"cat":{cat},"ts":{ts!r},'
+               f'"dur":{d!r},"pid":{w},"tid":{tids[(w, str(lane))]},'
+               f'"args":{_span_args(step, replica, op, elements, buffered, limit)}}}')
         if buffered >= 0:
-            name = "prefetch buffer " + (op.rsplit("::", 1)[-1] if op else "")
-            out.append({"ph": "C", "name": name.strip(), "ts": ts, "pid": w, "tid": 0,
-                        "args": {"buffered": int(buffered)}})
-    return out
+            name = ("prefetch buffer " + (op.rsplit("::", 1)[-1] if op else "")).strip()
+            yield (f'{{"ph":"C","name":{_text(name)},"ts":{ts!r},"pid":{w},"tid":0,'
+                   f'"args":{{"buffered":{int(buffered)}}}}}')
 
 
 def _other_data(trace: Trace, t0: int) -> dict[str, Any]:
@@ -142,27 +153,26 @@ def _other_data(trace: Trace, t0: int) -> dict[str, Any]:
     }
 
 
-def _events(trace: Trace) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The trace's Trace Event list (track names, spans, buffer counters) and its ``otherData``."""
+def _events(trace: Trace) -> tuple[Iterator[str], dict[str, Any]]:
+    """The trace's Trace Events as JSON lines (track names, spans, buffer counters) and its ``otherData``."""
     from vizdist.analysis.timeline_layout import lane_order
 
     ev = trace.events
     _check_spans(ev, trace.meta)
     t0 = int(ev["t_start_ns"].min())
-    out, tids = _track_names(lane_order(ev))
-    out.extend(_span_events(ev, t0, tids))
-    return out, _other_data(trace, t0)
+    names, tids = _track_names(lane_order(ev))
+    enc = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+    return itertools.chain(map(enc, names), _span_lines(ev, t0, tids)), _other_data(trace, t0)
 
 
-def _write(fh: IO[str], events: list[dict[str, Any]], other: dict[str, Any]) -> None:
+def _write(fh: IO[str], events: Iterable[str], other: dict[str, Any]) -> None:
     fh.write('{"displayTimeUnit":"ms","otherData":')
     fh.write(json.dumps(other, allow_nan=False))
     fh.write(',"traceEvents":[\n')
-    enc = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
     for i, e in enumerate(events):
         if i:
             fh.write(",\n")
-        fh.write(enc(e))
+        fh.write(e)
     fh.write("\n]}\n")
 
 

@@ -16,6 +16,7 @@ def plot_split(
     trace: Trace,
     *,
     max_steps: int = 12,
+    max_replicas: int = 16,
     phase: str | None = None,
     epoch: int | None = None,
     cmap: str = "viridis",
@@ -30,6 +31,7 @@ def plot_split(
     Args:
         trace: a recorded run.
         max_steps: draw at most this many steps (the title says how many exist).
+        max_replicas: draw at most this many replicas (the first ones; the title says how many exist).
         phase, epoch: for a ``vizdist.record()`` trace, draw only the steps of that phase (``"train"``,
             ``"validation"``, ``"evaluate"``, ``"predict"``, ``"build"``, ``"loop"``) and that epoch; each
             step is labelled with its phase, epoch and step within the epoch either way.
@@ -53,7 +55,7 @@ def plot_split(
 
     if not isinstance(trace, Trace):
         raise TypeError(f"plot_split takes a vizdist.Trace; got {type(trace).__name__}.")
-    lay = split_layout(trace, max_steps=max_steps, phase=phase, epoch=epoch)
+    lay = split_layout(trace, max_steps=max_steps, max_replicas=max_replicas, phase=phase, epoch=epoch)
     n_rep, n_step = len(lay["replicas"]), len(lay["steps"])
     if ax is None:
         fig, ax = plt.subplots(figsize=(1.2 + 2.1 * max(n_rep, 1), 0.9 + 0.55 * max(n_step, 1)))
@@ -93,10 +95,18 @@ def plot_split(
     ax.tick_params(length=0)
     for spine in ax.spines.values():
         spine.set_visible(False)
-    shown = "" if lay["total_steps"] <= n_step else f"  (first {n_step} of {lay['total_steps']} steps)"
-    ax.set_title((title or lay["title"]) + shown, fontsize=10, pad=28)
+    ax.set_title((title or lay["title"]) + _shown(lay), fontsize=10, pad=28)
     plain_figure(fig).tight_layout()
     return described(plain_figure(fig), _split_summary(lay))
+
+
+def _shown(lay: dict[str, Any]) -> str:
+    """What the title says a split figure left out (the first steps and replicas are drawn)."""
+    n_rep, n_step = len(lay["replicas"]), len(lay["steps"])
+    shown = "" if lay["total_steps"] <= n_step else f"  (first {n_step} of {lay['total_steps']} steps)"
+    if lay["total_replicas"] > n_rep:
+        shown += f"  (first {n_rep} of {lay['total_replicas']} replicas)"
+    return shown
 
 
 def _split_summary(lay: dict[str, Any]) -> str:
@@ -106,5 +116,7 @@ def _split_summary(lay: dict[str, Any]) -> str:
     n = sum(len(c["ids"]) for _, _, c in cells)
     empty = [(s, r) for s, r, c in cells if c["empty"] or not c["ids"]]
     partial = [(s, r) for s, r, c in cells if c["partial"] and not c["empty"]]
-    return (f"split of {len(lay['steps'])} of {lay['total_steps']} step(s) x {len(lay['replicas'])} replica(s), "
+    reps = len(lay["replicas"])
+    of = f" of {lay['total_replicas']}" if lay.get("total_replicas", reps) > reps else ""
+    return (f"split of {len(lay['steps'])} of {lay['total_steps']} step(s) x {reps}{of} replica(s), "
             f"{n} element(s); empty (step, replica): {empty or 'none'}; partial: {partial or 'none'}")

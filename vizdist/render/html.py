@@ -11,6 +11,8 @@ from typing import Any
 
 import pandas as pd
 
+from vizdist._clip import clip
+
 __all__ = ["cell_html", "findings_html", "split_html"]
 
 _STYLE = (
@@ -65,6 +67,9 @@ def split_html(layout: dict[str, Any], *, step: int | None = None, title: bool =
     more = ""
     if layout["total_steps"] > len(layout["steps"]):
         more = f'<p><small>first {len(layout["steps"])} of {layout["total_steps"]} steps shown</small></p>'
+    if layout.get("total_replicas", len(layout["replicas"])) > len(layout["replicas"]):
+        more += (f'<p><small>first {len(layout["replicas"])} of {layout["total_replicas"]} replicas shown</small>'
+                 '</p>')
     head_title = f"<b>{escape(layout['title'])}</b>" if title else ""
     return (
         f'<div class="vizdist-split">{head_title}'
@@ -73,6 +78,8 @@ def split_html(layout: dict[str, Any], *, step: int | None = None, title: bool =
 
 
 _SEVERITY_COLOR = {"error": "#b00", "warning": "#a60", "info": "#357"}
+#: Findings an HTML list shows at most (the first ones, by step); a last item counts the rest.
+MAX_FINDINGS = 200
 
 
 def findings_html(findings: pd.DataFrame, *, step: int | None = None) -> str:
@@ -82,11 +89,14 @@ def findings_html(findings: pd.DataFrame, *, step: int | None = None) -> str:
     if findings.empty:
         return "<p><small>No findings" + (f" for step {step}" if step is not None else "") + ".</small></p>"
     items = []
-    for row in findings.itertuples(index=False):
+    more = len(findings) - MAX_FINDINGS
+    for row in findings.head(MAX_FINDINGS).itertuples(index=False):
         color = _SEVERITY_COLOR.get(row.severity, "#333")
         where = f" (step {row.step})" if row.step >= 0 else ""
         items.append(
             f'<li><b style="color:{color}">{escape(row.severity)}</b> '
-            f"<code>{escape(row.code)}</code>{escape(where)}: {escape(row.message)}</li>"
+            f"<code>{escape(row.code)}</code>{escape(where)}: {escape(clip(row.message, 2_000))}</li>"
         )
+    if more > 0:
+        items.append(f"<li><i>and {more:,} more findings (vizdist.diagnose(trace) lists them all)</i></li>")
     return '<ul style="font-size:12px;padding-left:18px">' + "".join(items) + "</ul>"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from vizdist.render._text import MAX_RESULT, short
+from vizdist.render._text import MAX_LABEL, MAX_RESULT, short
 from vizdist.trace import Trace
 
 if TYPE_CHECKING:
@@ -29,13 +29,15 @@ def short_device(device: str) -> str:
     """
     if not device:
         return ""
+    if len(device) > 4 * MAX_LABEL:  # a name no TF device has: cut before it is parsed (and say so)
+        return short(device, MAX_LABEL)
     dev = device.split("device:")[-1]
     task = ""
     if "/task:" in device:
         t = device.split("/task:")[1].split("/")[0]
         if t not in ("0", ""):
             task = f"task:{t}/"
-    return task + dev
+    return short(task + dev, MAX_LABEL)
 
 
 def element_label(source_id: int, source: int, source_file: str, source_line: int, multi_source: bool) -> str:
@@ -46,7 +48,7 @@ def element_label(source_id: int, source: int, source_file: str, source_line: in
         'part-1.txt:2'
     """
     if source_file:
-        return f"{os.path.basename(source_file)}:{source_line}"
+        return f"{short(os.path.basename(source_file), MAX_LABEL)}:{source_line}"
     return f"s{source}:{source_id}" if multi_source else str(source_id)
 
 
@@ -108,15 +110,18 @@ def _selected_steps(trace: Trace, phase: str | None, epoch: int | None) -> list[
     return sorted(int(s) for s in keep["step"].unique())
 
 
-def split_layout(trace: Trace, *, max_steps: int | None = None, phase: str | None = None,
-                 epoch: int | None = None) -> dict[str, Any]:
+def split_layout(trace: Trace, *, max_steps: int | None = None, max_replicas: int | None = None,
+                 phase: str | None = None, epoch: int | None = None, steps: list[int] | None = None) -> dict[str, Any]:
     """Plain-JSON description of who got what, step by step.
 
     Each replica has its device and its worker (the process it runs in; ``None`` for a tf.data service
     trace, whose replicas are in the consumer); each cell its ids, labels and, for a service trace, the
     service ``workers`` that made its elements. For a ``vizdist.record()`` trace each step has a label
     (``step_labels``: phase, the user's epoch, the step within it), and ``phase=`` / ``epoch=`` keep only
-    the steps of that phase and epoch.
+    the steps of that phase and epoch. ``max_steps`` / ``max_replicas`` keep the first steps / replicas
+    only (``total_steps`` / ``total_replicas`` say how many there are), and ``steps`` lays out just those
+    steps (a live view, one step at a time), so a view of a trace with thousands of replicas or millions
+    of steps costs what its picture shows.
 
     Example:
         >>> t = Trace.from_records(
@@ -126,38 +131,57 @@ def split_layout(trace: Trace, *, max_steps: int | None = None, phase: str | Non
         >>> lay = split_layout(t)
         >>> [c["labels"] for c in lay["cells"][0]], lay["cells"][0][1]["empty"]
         ([['5'], []], True)
+        >>> split_layout(t, max_replicas=1)["total_replicas"], len(split_layout(t, max_replicas=1)["replicas"])
+        (2, 1)
     """
-    e = trace.elements.sort_values(["step", "replica", "position"], kind="stable")
-    b = trace.batches
-    steps = _selected_steps(trace, phase, epoch)
-    shown = steps if max_steps is None else steps[:max_steps]
-    labels = step_labels(trace)
+    selected = _selected_steps(trace, phase, epoch)
+    shown = selected if max_steps is None else selected[:max_steps]
+    if steps is not None:
+        kept = set(selected)
+        shown = [s for s in steps if s in kept]
     replicas = trace.replicas
-    device, input_device, worker = _replica_places(b, e)
+    shown_reps = replicas if max_replicas is None else replicas[:max_replicas]
+    e, b = _shown_rows(trace.elements, shown, shown_reps), _shown_rows(trace.batches, shown, shown_reps)
+    e = e.sort_values(["step", "replica", "position"], kind="stable")
+    labels = step_labels(trace)
+    device, input_device, worker = _replica_places(_firsts(trace.batches, shown_reps),
+                                                   _firsts(trace.elements, shown_reps))
     # tf.data service traces: each element may come from a different service worker; name it.
     by_worker = trace.meta["kind"] == "data_service"
     cells = {(s, r): {"ids": [], "labels": [], "n": 0, "empty": False, "partial": False, "result": "",
-                      "workers": []} for s in shown for r in replicas}
-    _fill_elements(cells, e, by_worker)
-    _fill_batches(cells, b)
-    all_ids = [int(i) for i in e["source_id"].tolist()]
+                      "workers": []} for s in shown for r in shown_reps}
+    multi = bool(trace.elements["source"].nunique() > 1) if len(trace.elements) else False
+    _fill_elements(cells, e, by_worker, multi=multi)
+    _fill_batches(cells, b, has_batches=len(trace.batches) > 0)
+    ids = trace.elements["source_id"]
     meta = trace.meta
     return {
         "title": _title(trace, phase, epoch),
         "steps": shown,
         "step_labels": [labels.get(s, "") for s in shown],
-        "total_steps": len(steps),
+        "total_steps": len(selected),
+        "total_replicas": len(replicas),
         # A service trace's replicas live in the consumer: "worker" there is who made each element (per
         # cell, "workers"), not a property of the replica.
         "replicas": [{"id": r, "device": short_device(device.get(r, "")),
                       "worker": None if by_worker else worker.get(r, 0),
                       "input_device": short_device(input_device.get(r, ""))}
-                     for r in replicas],
-        "cells": [[cells[(s, r)] for r in replicas] for s in shown],
-        "id_range": [min(all_ids), max(all_ids)] if all_ids else [0, 0],
+                     for r in shown_reps],
+        "cells": [[cells[(s, r)] for r in shown_reps] for s in shown],
+        "id_range": [int(ids.min()), int(ids.max())] if len(ids) else [0, 0],
         "global_batch_size": meta.get("global_batch_size"),
-        "provenance": meta.get("provenance", ""),
+        "provenance": short(meta.get("provenance", ""), MAX_LABEL),
     }
+
+
+def _shown_rows(frame: pd.DataFrame, steps: list[int], replicas: list[int]) -> pd.DataFrame:
+    """The rows of the steps and replicas a view shows."""
+    return frame[frame["step"].isin(steps) & frame["replica"].isin(replicas)]
+
+
+def _firsts(frame: pd.DataFrame, replicas: list[int]) -> pd.DataFrame:
+    """Each shown replica's first row (where its device and worker are read)."""
+    return frame[frame["replica"].isin(replicas)].drop_duplicates("replica")
 
 
 def _replica_places(b: pd.DataFrame, e: pd.DataFrame) -> tuple[dict[int, str], dict[int, str], dict[int, int]]:
@@ -175,9 +199,9 @@ def _replica_places(b: pd.DataFrame, e: pd.DataFrame) -> tuple[dict[int, str], d
     return device, input_device, worker
 
 
-def _fill_elements(cells: dict[tuple[int, int], dict[str, Any]], e: pd.DataFrame, by_worker: bool) -> None:
+def _fill_elements(cells: dict[tuple[int, int], dict[str, Any]], e: pd.DataFrame, by_worker: bool, *,
+                   multi: bool) -> None:
     """Each shown cell's ids and labels in batch order (and, for a service trace, who made each)."""
-    multi = e["source"].nunique() > 1 if len(e) else False
     cols = ["step", "replica", "source_id", "source", "source_file", "source_line", "worker"]
     for s, r, i, src, f, ln, w in zip(*(e[c].tolist() for c in cols), strict=False):
         c = cells.get((s, r))
@@ -190,14 +214,14 @@ def _fill_elements(cells: dict[tuple[int, int], dict[str, Any]], e: pd.DataFrame
             c["workers"].append(int(w))
 
 
-def _fill_batches(cells: dict[tuple[int, int], dict[str, Any]], b: pd.DataFrame) -> None:
+def _fill_batches(cells: dict[tuple[int, int], dict[str, Any]], b: pd.DataFrame, *, has_batches: bool) -> None:
     """Each cell's size, empty/partial flags and step result from the batches table (or, without one,
     its size from its ids)."""
     cols = ("step", "replica", "n_elements", "empty", "partial", "result")
     for s, r, n, empty, partial, result in zip(*(b[c].tolist() for c in cols), strict=False):
         if (s, r) in cells:
             cells[(s, r)].update(n=int(n), empty=bool(empty), partial=bool(partial), result=short(result, MAX_RESULT))
-    if not len(b):
+    if not has_batches:
         for c in cells.values():
             c["n"] = len(c["ids"])
             c["empty"] = c["n"] == 0
@@ -205,13 +229,13 @@ def _fill_batches(cells: dict[tuple[int, int], dict[str, Any]], b: pd.DataFrame)
 
 def _title(trace: Trace, phase: str | None = None, epoch: int | None = None) -> str:
     m = trace.meta
-    parts = [str(m.get("strategy", "trace"))]
+    parts = [short(m.get("strategy", "trace"), MAX_LABEL)]
     n = m.get("num_replicas") or len(trace.replicas)
     parts.append(f"{n} replica{'s' if n != 1 else ''}")
     if m.get("global_batch_size"):
         parts.append(f"global batch {m['global_batch_size']}")
     if m.get("api"):
-        parts.append(str(m["api"]))
+        parts.append(short(m["api"], MAX_LABEL))
     if phase is not None or epoch is not None:
         parts.append(" ".join(x for x in (phase, None if epoch is None else f"epoch {epoch}") if x))
     note = _PROVENANCE_LABELS.get(str(m.get("provenance", "")))

@@ -42,6 +42,10 @@ OUTCOME_COLORS: dict[str, str] = {
 }
 
 
+#: What the parameter-server figures draw at most (the first ones; each says how many more there are).
+MAX_VARIABLES, MAX_PS, MAX_WORKER_ROWS, MAX_ATTEMPTS = 40, 32, 32, 400
+
+
 def _meta(source: Any) -> Mapping[str, Any]:
     meta = getattr(source, "meta", None)
     return meta if isinstance(meta, Mapping) else {}
@@ -65,16 +69,37 @@ def _label(row: Mapping[str, Any]) -> str:
     return str(row.get("partitioner") or row.get("variable", ""))
 
 
+def _by_label(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The shard rows of each variable, in first-seen order (one pass)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        out.setdefault(_label(r), []).append(r)
+    return out
+
+
+def _bytes_by_task(rows: list[dict[str, Any]]) -> dict[int, tuple[int, int]]:
+    """ps task -> (bytes, shards) it holds (one pass)."""
+    out: dict[int, tuple[int, int]] = {}
+    for r in rows:
+        t = int(r.get("task", -1))
+        b, n = out.get(t, (0, 0))
+        out[t] = (b + int(r.get("bytes", 0)), n + 1)
+    return dict(sorted(out.items()))
+
+
 def _summary(rows: list[dict[str, Any]]) -> str:
-    names = list(dict.fromkeys(_label(r) for r in rows))
-    tasks = sorted({int(r.get("task", -1)) for r in rows})
+    groups = _by_label(rows)
+    held = _bytes_by_task(rows)
     parts = []
-    for name in names:
-        mine = [r for r in rows if _label(r) == name]
-        cells = " ".join(f"{list(r.get('shape', []))}@{r.get('job', '')}{r.get('task', '')}" for r in mine)
-        parts.append(f"{short(name, 60)}: {len(mine)} shard(s) {cells}")
-    per = ", ".join(f"ps{t} {sum(int(r.get('bytes', 0)) for r in rows if r.get('task') == t)}" for t in tasks)
-    return f"{len(names)} variable(s) over {len(tasks)} ps task(s): {'; '.join(parts)}; bytes per ps: {per}"
+    for name, mine in list(groups.items())[:MAX_VARIABLES]:
+        cells = " ".join(f"{list(r.get('shape', []))}@{short(r.get('job', ''), 20)}{r.get('task', '')}"
+                         for r in mine[:MAX_PS])
+        parts.append(f"{short(name, 60)}: {len(mine)} shard(s) {cells}" + (" ..." if len(mine) > MAX_PS else ""))
+    if len(groups) > MAX_VARIABLES:
+        parts.append(f"and {len(groups) - MAX_VARIABLES:,} more variables")
+    per = ", ".join(f"ps{t} {b}" for t, (b, _) in list(held.items())[:MAX_PS])
+    per += f", and {len(held) - MAX_PS:,} more" if len(held) > MAX_PS else ""
+    return f"{len(groups)} variable(s) over {len(held)} ps task(s): {'; '.join(parts)}; bytes per ps: {per}"
 
 
 def plot_variable_shards(source: Any, *, width: float = 10.0, row_height: float = 0.7) -> Any:
@@ -99,14 +124,15 @@ def plot_variable_shards(source: Any, *, width: float = 10.0, row_height: float 
     import matplotlib.pyplot as plt
 
     rows = shard_rows(source)
-    names = list(dict.fromkeys(_label(r) for r in rows))
+    groups = _by_label(rows)
+    names = list(groups)[:MAX_VARIABLES]  # the first ones; the title says how many there are
     fig, (ax, side) = plt.subplots(1, 2, figsize=(width, max(1.8, len(names) * row_height + 1.2)),
                                    gridspec_kw={"width_ratios": [4, 1]})
     colors = plt.get_cmap("tab10")
     _bytes_per_task(side, rows, colors)
     inside: list[tuple[Any, Any, str]] = []  # (text, its bar, a shorter text)
     for y, name in enumerate(names):
-        for r in (r for r in rows if _label(r) == name):
+        for r in groups[name][:MAX_PS]:
             lo, hi = (int(x) for x in str(r.get("rows", "0:1")).split(":"))
             task = int(r.get("task", -1))
             ax.barh(y, hi - lo, left=lo, height=0.7, color=colors(task % 10) if task >= 0 else "#cccccc",
@@ -120,7 +146,8 @@ def plot_variable_shards(source: Any, *, width: float = 10.0, row_height: float 
     ax.set_xlabel("rows of the variable (its first dimension), cut where the partitioner cut it", fontsize=MIN_TEXT_PT)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    ax.set_title("Variable shards: colour = the ps task that holds the shard", loc="left", fontsize=TITLE_PT)
+    more = f" (first {len(names)} of {len(groups):,} variables)" if len(groups) > len(names) else ""
+    ax.set_title("Variable shards: colour = the ps task that holds the shard" + more, loc="left", fontsize=TITLE_PT)
     plain_figure(fig).tight_layout()
     _fit_inside(fig, inside)
     plt.close(fig)
@@ -129,20 +156,19 @@ def plot_variable_shards(source: Any, *, width: float = 10.0, row_height: float 
 
 def _bytes_per_task(ax: Any, rows: list[dict[str, Any]], colors: Any) -> None:
     """Right panel: bytes (and shards) each ps task holds."""
-    tasks = sorted({int(r.get("task", -1)) for r in rows})
-    for y, t in enumerate(tasks):
-        mine = [r for r in rows if int(r.get("task", -1)) == t]
-        total = sum(int(r.get("bytes", 0)) for r in mine)
+    held = list(_bytes_by_task(rows).items())
+    tasks = [t for t, _ in held[:MAX_PS]]
+    for y, (t, (total, n)) in enumerate(held[:MAX_PS]):
         ax.barh(y, total, color=colors(t % 10) if t >= 0 else "#cccccc")
-        ax.text(total, y, f" {total} B\n {len(mine)} shard(s)", va="center", fontsize=MIN_TEXT_PT)
+        ax.text(total, y, f" {total} B\n {n} shard(s)", va="center", fontsize=MIN_TEXT_PT)
     ax.set_yticks(range(len(tasks)), [f"ps:{t}" for t in tasks], fontsize=MIN_TEXT_PT)
-    ax.set_xlim(0, 1.8 * max([1, *(sum(int(r.get("bytes", 0)) for r in rows if int(r.get("task", -1)) == t)
-                                   for t in tasks)]))
+    ax.set_xlim(0, 1.8 * max([1, *(total for _, (total, _) in held[:MAX_PS])]))
     ax.invert_yaxis()
     ax.set_xticks([])
     for side in ("top", "right", "bottom"):
         ax.spines[side].set_visible(False)
-    ax.set_title("held per ps task", loc="left", fontsize=MIN_TEXT_PT + 1)
+    ax.set_title("held per ps task" + (f" (first {MAX_PS} of {len(held):,})" if len(held) > MAX_PS else ""),
+                 loc="left", fontsize=MIN_TEXT_PT + 1)
 
 
 def _fit_inside(fig: Any, inside: list[tuple[Any, Any, str]]) -> int:
@@ -190,15 +216,16 @@ def _closure_summary(rows: list[dict[str, Any]], meta: Mapping[str, Any]) -> str
     n = len({r["closure"] for r in rows})
     workers = sorted({r["worker"] for r in rows if r["worker"] >= 0})
     lost = [str(t.get("task")) for t in meta.get("lost_tasks") or []]
-    what = ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
-    return (f"{n} closure(s), {len(rows)} attempt(s) on worker(s) {workers}; outcomes: {what}"
-            + (f"; lost: {', '.join(lost)}" if lost else ""))
+    what = ", ".join(f"{short(k, 40)} {v}" for k, v in sorted(outcomes.items())[:20])
+    shown = str(workers) if len(workers) <= MAX_WORKER_ROWS else f"{workers[:MAX_WORKER_ROWS]} and {len(workers) - MAX_WORKER_ROWS:,} more"
+    return (f"{n} closure(s), {len(rows)} attempt(s) on worker(s) {shown}; outcomes: {what}"
+            + (f"; lost: {short(', '.join(lost), 200)}" if lost else ""))
 
 
 def _worker_rows(meta: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> list[int]:
     n = meta.get("num_workers")
     seen = {int(r["worker"]) for r in rows if r["worker"] >= 0}
-    return sorted(seen | set(range(n if isinstance(n, int) else 0)))
+    return sorted(seen | set(range(min(n, 1 << 20) if isinstance(n, int) else 0)))
 
 
 def plot_closures(source: Any, *, width: float = 10.0, row_height: float = 0.6) -> Any:
@@ -228,18 +255,19 @@ def plot_closures(source: Any, *, width: float = 10.0, row_height: float = 0.6) 
 
     meta = _meta(source) if hasattr(source, "meta") else source
     rows = closure_rows(meta)
-    workers = _worker_rows(meta, rows)
+    all_workers = _worker_rows(meta, rows)
+    workers = all_workers[:MAX_WORKER_ROWS]  # the first ones; the title says how many more there are
+    row_of = {w: y for y, w in enumerate(workers)}
     lost = {str(t.get("task")) for t in meta.get("lost_tasks") or []}
     fig, ax = plt.subplots(figsize=(width, max(1.6, len(workers) * row_height + 1.2)))
     slots: dict[int, int] = {}
     inside: list[tuple[Any, Any, str]] = []  # (closure number, its box, "": left out when it does not fit)
-    for r in rows:
+    drawn = [r for r in rows if r["worker"] in row_of][:MAX_ATTEMPTS]
+    for r in drawn:
         w = r["worker"]
-        if w < 0:
-            continue
         x = slots.get(w, 0)
         slots[w] = x + 1
-        y = workers.index(w)
+        y = row_of[w]
         ax.barh(y, 0.9, left=x, height=0.7, color=OUTCOME_COLORS.get(r["outcome"], "#cccccc"))
         inside.append((ax.text(x + 0.45, y, str(r["closure"]), ha="center", va="center", fontsize=MIN_TEXT_PT,
                                color="black" if r["outcome"] in ("retried", "rescheduled") else "white"),
@@ -258,7 +286,9 @@ def plot_closures(source: Any, *, width: float = 10.0, row_height: float = 0.6) 
         ax.spines[side].set_visible(False)
     title = "Closures per worker (ClusterCoordinator.schedule)"
     if lost:
-        title += f"; lost during the run: {', '.join(sorted(lost))}"
+        title += f"; lost during the run: {short(', '.join(sorted(lost)), 200)}"
+    if len(all_workers) > len(workers) or len(drawn) < len([r for r in rows if r["worker"] >= 0]):
+        title += f"\n(first {len(workers)} of {len(all_workers):,} workers, {len(drawn)} of {len(rows):,} attempts drawn)"
     ax.set_title(title, loc="left", fontsize=TITLE_PT)
     plain_figure(fig).tight_layout()
     if _fit_inside(fig, inside):

@@ -29,6 +29,7 @@ import re
 from html import escape
 from typing import Any
 
+from vizdist._clip import clip
 from vizdist.contract import PlacementMeta, PlacementOp, recording_call
 from vizdist.render._text import MAX_WIDTH_IN, MIN_TEXT_PT, TITLE_PT, plain_figure, short, text_inches
 from vizdist.trace import Trace
@@ -44,6 +45,10 @@ STAGE_COLORS = {
     "pipeline": "#4c78a8", "iterator": "#72b7b2", "transfer": "#f58518", "variable": "#b279a2",
     "step": "#54a24b", "reduce": "#e45756", "host": "#9d9d9d",
 }
+
+
+#: What the placement view shows at most (the first ones; its notes say how many there are).
+MAX_DEVICES, MAX_OP_ROWS, MAX_COPIES, MAX_STEPS = 32, 100, 100, 100_000
 
 
 def _placement(trace: Trace) -> PlacementMeta:
@@ -85,7 +90,7 @@ def placement_layout(trace: Trace, *, step: int | None = None, stages: tuple[str
                      | {c["dst"] for c in p.get("copies", [])}, key=_device_key)
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for o in ops:
-        label = f"{o['op_type']} ({_graph_label(o.get('graph', ''))})"
+        label = short(f"{o['op_type']} ({_graph_label(o.get('graph', ''))})")
         row = rows.setdefault((o["stage"], label), {"stage": o["stage"], "label": label, "cells": {},
                                                     "nonfinite": {}, "steps": set()})
         dev = o.get("device") or "?"
@@ -95,13 +100,20 @@ def placement_layout(trace: Trace, *, step: int | None = None, stages: tuple[str
             row["steps"].update({int(o["first_step"]), int(o["last_step"])})
     order = {s: i for i, s in enumerate(STAGES)}
     out_rows = sorted(rows.values(), key=lambda r: (order.get(r["stage"], 99), r["label"]))
+    copies = list(p.get("copies", []))
+    notes = [clip(n, 500) for n in list(p.get("notes", []))[:20]]
+    for what, items, cap in (("devices", devices, MAX_DEVICES), ("op rows", out_rows, MAX_OP_ROWS),
+                             ("copies", copies, MAX_COPIES)):
+        if len(items) > cap:  # a view shows the first ones, and says how many there are
+            notes.append(f"first {cap} of {len(items):,} {what} shown")
+            del items[cap:]
     for r in out_rows:
         r["steps"] = sorted(r["steps"])
     m = trace.meta
-    title = f"{m.get('strategy', '?')}: where each op ran" + (f" (step {step})" if step is not None else "")
-    return {"title": title, "devices": devices, "rows": out_rows, "copies": list(p.get("copies", [])),
-            "step": step, "steps": list(range(int(p.get("steps_marked", 0)))), "mode": p.get("mode", ""),
-            "host": p.get("host", ""), "notes": list(p.get("notes", []))}
+    title = f"{short(m.get('strategy', '?'))}: where each op ran" + (f" (step {step})" if step is not None else "")
+    marked = min(int(p.get("steps_marked", 0)), MAX_STEPS)
+    return {"title": title, "devices": devices, "rows": out_rows, "copies": copies, "step": step,
+            "steps": list(range(marked)), "mode": p.get("mode", ""), "host": p.get("host", ""), "notes": notes}
 
 
 def placement_text(layout: dict[str, Any]) -> str:
@@ -110,11 +122,14 @@ def placement_text(layout: dict[str, Any]) -> str:
     for r in layout["rows"]:
         counts[r["stage"]] = counts.get(r["stage"], 0) + 1
     stages = ", ".join(f"{s} {counts[s]}" for s in STAGES if s in counts)
-    copies = ", ".join(f"{c['src']}→{c['dst']} ×{c['count']} ({str(c.get('via', '')).split(':')[0]})"
+    copies = ", ".join(f"{short(c['src'])}→{short(c['dst'])} ×{c['count']} ({short(str(c.get('via', '')).split(':')[0])})"
                        for c in layout["copies"]) or "none"
     bad = sum(1 for r in layout["rows"] if any(r["nonfinite"].values()))
-    text = (f"placement: {len(layout['devices'])} devices ({', '.join(layout['devices'])}); "
+    text = (f"placement: {len(layout['devices'])} devices ({', '.join(short(d) for d in layout['devices'])}); "
             f"{len(layout['rows'])} op rows: {stages}; copies: {copies}")
+    cut = [n for n in layout.get("notes", []) if n.startswith("first ")]
+    if cut:
+        text += f" ({'; '.join(cut)})"
     if layout.get("step") is not None:
         text = f"step {layout['step']} " + text
     return text + (f"; {bad} rows with NaN/Inf outputs" if bad else "")
@@ -123,7 +138,7 @@ def placement_text(layout: dict[str, Any]) -> str:
 def placement_html(layout: dict[str, Any]) -> str:
     """The layout as an escaped HTML table (devices as columns, stages as row groups)."""
     td = "border:1px solid #ccc;padding:2px 6px;font-family:monospace;font-size:12px"
-    head = "".join(f'<th style="{td}">{escape(d)}{" (host)" if d == layout["host"] else ""}</th>'
+    head = "".join(f'<th style="{td}">{escape(short(d))}{" (host)" if d == layout["host"] else ""}</th>'
                    for d in layout["devices"])
     body = []
     for r in layout["rows"]:
@@ -136,8 +151,9 @@ def placement_html(layout: dict[str, Any]) -> str:
             cells.append(f'<td style="{style}" data-device="{escape(d)}">{escape(text)}</td>')
         body.append(f'<tr><td style="{td};border-left:6px solid {color}">{escape(STAGE_TITLES.get(r["stage"], r["stage"]))}'
                     f'</td><td style="{td}">{escape(r["label"])}</td>{"".join(cells)}</tr>')
-    copies = "".join(f"<li>{escape(c['src'])} → {escape(c['dst'])} ×{int(c['count'])}: {escape(c['via'])}</li>"
-                     for c in layout["copies"])
+    copies = "".join(f"<li>{escape(short(c['src']))} → {escape(short(c['dst']))} ×{int(c['count'])}: "
+                     f"{escape(short(c['via']))}</li>" for c in layout["copies"])
+    copies += "".join(f"<li><i>{escape(n)}</i></li>" for n in layout["notes"] if n.startswith("first "))
     return (f'<div class="vizdist-placement"><b>{escape(layout["title"])}</b>'
             f'<table style="border-collapse:collapse"><tr><th style="{td}">stage</th><th style="{td}">op</th>'
             f"{head}</tr>{''.join(body)}</table><b>copies between devices</b><ul>{copies or '<li>none</li>'}</ul>"
@@ -202,7 +218,7 @@ def plot_placement(trace: Trace, *, step: int | None = None, max_rows: int = 40,
     rows, devices = lay["rows"][:max_rows], lay["devices"]
     n_r, n_d = max(len(rows), 1), max(len(devices), 1)
     col = {d: i for i, d in enumerate(devices)}
-    ticks = [d + ("\n(host)" if d == lay["host"] else "") for d in devices]
+    ticks = [short(d, 40) + ("\n(host)" if d == lay["host"] else "") for d in devices]
     spans = [abs(col[c["src"]] - col[c["dst"]]) for c in lay["copies"] if c["src"] in col and c["dst"] in col]
     size = _sizes([_row_label(r) for r in rows], ticks, rows, spans)
     more = "" if len(lay["rows"]) <= max_rows else f" (first {max_rows} of {len(lay['rows'])} rows)"

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from vizdist._clip import clip
 from vizdist._optional import require
 from vizdist.analysis.diff import unfinished_run
 from vizdist.trace import Trace
@@ -257,7 +258,7 @@ class Predict(widgets.VBox):  # type: ignore[misc]
             self.reveal()
         except Exception as exc:  # shown in the widget: a button click has nowhere else to raise to
             self.result.value = (f'<div data-revealed="0" style="color:#b00">The run failed: '
-                                 f"{escape(type(exc).__name__)}: {escape(str(exc))}</div>")
+                                 f"{escape(type(exc).__name__)}: {escape(clip(exc, 4_000))}</div>")
         finally:
             self.button.disabled = False
 

@@ -27,7 +27,7 @@ from typing import Any
 import pandas as pd
 
 from vizdist.contract import ReductionMeta
-from vizdist.render._text import plain_figure
+from vizdist.render._text import plain_figure, short
 from vizdist.trace import Trace
 
 __all__ = ["ReductionView", "loss_table", "reduction_layout", "reduction_text", "show_reduction"]
@@ -39,6 +39,10 @@ _COPY_OPS = ("Identity", "IdentityN", "_Send", "_Recv")
 def _device_key(d: str) -> tuple[str, int]:
     m = re.match(r"^(.*?)(\d+)$", d)
     return (m.group(1), int(m.group(2))) if m else (d, -1)
+
+
+#: Inputs, results and devices a reduction view shows at most, and the ops it reads (its note says so).
+MAX_DEVICES, MAX_OPS = 32, 1_000
 
 
 def _short(value: Any) -> str:
@@ -56,9 +60,10 @@ def reduction_layout(trace: Trace, *, index: int = 0) -> dict[str, Any]:
     if not 0 <= index < len(reds):
         raise IndexError(f"index must be 0..{len(reds) - 1}; got {index}.")
     r = reds[index]
-    inputs, results = r.get("inputs", []), r.get("results", [])
+    all_inputs, all_results = r.get("inputs", []), r.get("results", [])
+    inputs, results = all_inputs[:MAX_DEVICES], all_results[:MAX_DEVICES]  # the first ones, said in the note
     meet: dict[str, list[str]] = {}
-    for o in r.get("ops", []):
+    for o in r.get("ops", [])[:MAX_OPS]:
         if o.get("device") and o.get("op_type") not in _COPY_OPS and not o["op_type"].startswith("__inference"):
             meet.setdefault(o["device"], []).append(o["op_type"])
     frames = [
@@ -68,10 +73,16 @@ def reduction_layout(trace: Trace, *, index: int = 0) -> dict[str, Any]:
     ]
     devices = sorted({d for f in frames for d in f["cells"]}, key=_device_key)
     op = r.get("reduce_op", "")
-    axis = "" if r.get("axis") is None else f" axis={r['axis']}"
-    title = f"{r.get('call', '?')} {op}{axis} via {r.get('cross_device_ops', '?')}{_collective_text(r)}"
-    return {"title": title, "devices": devices, "frames": frames, "expected": r.get("expected"),
-            "note": r.get("note", ""), "results": results, "inputs": inputs}
+    axis = "" if r.get("axis") is None else f" axis={_short(r['axis'])}"
+    title = short(f"{r.get('call', '?')} {op}{axis} via {r.get('cross_device_ops', '?')}{_collective_text(r)}", 200)
+    note = short(r.get("note", ""), 500)
+    shown = [f"first {len(mine)} of {len(every)} {what}" for what, mine, every in (
+        ("inputs", inputs, all_inputs), ("results", results, all_results), ("devices", devices[:MAX_DEVICES], devices))
+        if len(every) > len(mine)]
+    if shown:
+        note = "; ".join([note, *shown] if note else shown) + " shown"
+    return {"title": title, "devices": devices[:MAX_DEVICES], "frames": frames, "expected": r.get("expected"),
+            "note": note, "results": results, "inputs": inputs}
 
 
 def _collective_text(r: ReductionMeta) -> str:
@@ -79,8 +90,8 @@ def _collective_text(r: ReductionMeta) -> str:
     coll = r.get("collectives") or []
     if not coll:
         return ""
-    impls = ", ".join(sorted({c.get("implementation") or "?" for c in coll}))
-    hints = ", ".join(sorted({c.get("communication_hint") or "?" for c in coll}))
+    impls = ", ".join(sorted({short(c.get("implementation") or "?", 40) for c in coll[:MAX_OPS]})[:8])
+    hints = ", ".join(sorted({short(c.get("communication_hint") or "?", 40) for c in coll[:MAX_OPS]})[:8])
     workers = r.get("workers") or []
     across = f" across {len(workers)} workers" if len(workers) > 1 else ""
     return f" ({impls}, communication_hint {hints}{across})"
@@ -95,10 +106,10 @@ def _cells(pairs: Any) -> dict[str, str]:
 
 def reduction_text(layout: dict[str, Any]) -> str:
     """One compared line: inputs → where they meet → results, and TF's documented rule."""
-    ins = ", ".join(f"{i['device']} {_short(i['value'])}" for i in layout["inputs"])
+    ins = ", ".join(f"{short(i['device'], 60)} {_short(i['value'])}" for i in layout["inputs"])
     meet = ", ".join(f"{d} ({v})" for d, v in sorted(layout["frames"][1]["cells"].items(),
                                                      key=lambda kv: _device_key(kv[0])))
-    outs = ", ".join(f"{x['device']} {_short(x['value'])}" for x in layout["results"])
+    outs = ", ".join(f"{short(x['device'], 60)} {_short(x['value'])}" for x in layout["results"])
     return (f"reduction: {layout['title']}: inputs {ins} → meet on {meet or 'no recorded op'} → result {outs}; "
             f"TF's documented rule gives {_short(layout['expected'])}")
 
@@ -106,11 +117,12 @@ def reduction_text(layout: dict[str, Any]) -> str:
 def reduction_html(layout: dict[str, Any], *, frame: int | None = None) -> str:
     """Frames as rows, devices as columns (``frame`` highlights one)."""
     td = "border:1px solid #ccc;padding:3px 6px;font-family:monospace;font-size:12px;vertical-align:top"
-    head = "".join(f'<th style="{td}">{escape(d)}</th>' for d in layout["devices"])
+    head = "".join(f'<th style="{td}">{escape(short(d, 60))}</th>' for d in layout["devices"])
     rows = []
     for i, f in enumerate(layout["frames"]):
         bg = ";background:#fff3cd" if frame == i else ""
-        cells = "".join(f'<td style="{td}{bg}">{escape(f["cells"].get(d, ""))}</td>' for d in layout["devices"])
+        cells = "".join(f'<td style="{td}{bg}">{escape(short(f["cells"].get(d, ""), 400))}</td>'
+                        for d in layout["devices"])
         rows.append(f'<tr data-frame="{i}"><td style="{td}{bg}"><b>{i + 1}. {escape(f["title"])}</b></td>{cells}</tr>')
     note = f"<br><small>{escape(layout['note'])}</small>" if layout.get("note") else ""
     return (f'<div class="vizdist-reduction"><b>{escape(layout["title"])}</b><table style="border-collapse:collapse">'
@@ -142,7 +154,7 @@ def plot_reduction(trace: Trace, *, index: int = 0) -> Any:
     ax.set_xlim(0, max(len(devices), 1))
     ax.set_ylim(0, 3)
     ax.set_xticks([i + 0.5 for i in range(len(devices))])
-    ax.set_xticklabels(devices, fontsize=8)
+    ax.set_xticklabels([short(d, 40) for d in devices], fontsize=8)
     ax.xaxis.tick_top()
     ax.set_yticks([])
     for spine in ax.spines.values():

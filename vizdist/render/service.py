@@ -47,6 +47,11 @@ def _mode_title(meta: TraceMeta) -> str:
     return f"{mode} (ShardingPolicy.{policy})" if mode else f"ShardingPolicy.{policy}"
 
 
+#: Worker rows of the coverage figure, and lanes of the streams figure, at most (the first ones; the title
+#: says how many there are).
+MAX_ROWS = 32
+
+
 def coverage_table(trace: Trace) -> Any:
     """Workers × source ids: how many times each worker delivered each element.
 
@@ -59,20 +64,29 @@ def coverage_table(trace: Trace) -> Any:
         >>> coverage_table(t).values.tolist()
         [[0, 1], [0, 1]]
     """
-    import pandas as pd
 
     _check(trace, "coverage_table")
+    return _coverage(trace, None, None)[0]
+
+
+def _coverage(trace: Trace, max_ids: int | None, max_workers: int | None) -> tuple[Any, int, int]:
+    """The coverage table of the first ``max_ids`` ids and ``max_workers`` workers (None: all), and how many
+    ids and workers there are (the dense table is built for what is shown only)."""
+    import pandas as pd
+
     e = trace.elements
     ids = set(int(i) for i in e["source_id"].tolist())
     ids |= set(int(i) for i in (trace.meta.get("expected_source_ids") or []))
     workers = set(int(w) for w in e["worker"].tolist())
     n = trace.meta.get("num_workers")
     if isinstance(n, int):
-        workers |= set(range(n))
+        workers |= set(range(min(n, 1 << 20)))
+    shown_ids, shown_workers = sorted(ids)[:max_ids], sorted(workers)[:max_workers]
+    e = e[e["source_id"].isin(shown_ids) & e["worker"].isin(shown_workers)]
     table = pd.crosstab(e["worker"], e["source_id"]) if len(e) else pd.DataFrame()
-    table = table.reindex(index=sorted(workers), columns=sorted(ids), fill_value=0).astype("int64")
+    table = table.reindex(index=shown_workers, columns=shown_ids, fill_value=0).astype("int64")
     table.index.name, table.columns.name = "worker", "source_id"
-    return table
+    return table, len(ids), len(workers)
 
 
 def plot_coverage(
@@ -108,9 +122,7 @@ def plot_coverage(
     from matplotlib.colors import ListedColormap
 
     _check(trace, "plot_coverage")
-    table = coverage_table(trace)
-    n_ids = table.shape[1]
-    table = table.iloc[:, :max_elements]
+    table, n_ids, n_workers = _coverage(trace, max_elements, MAX_ROWS)
     counts = table.to_numpy()
     workers = [int(w) for w in table.index]
     ids = [int(i) for i in table.columns]
@@ -139,6 +151,7 @@ def plot_coverage(
     ax.set_xlabel("source element id")
     ax.set_ylabel("worker")
     more = f", first {len(ids)} of {n_ids} ids" if n_ids > len(ids) else ""
+    more += f", first {len(workers)} of {n_workers} workers" if n_workers > len(workers) else ""
     lost_txt = f"; x = never arrived ({len(lost)})" if lost else ""
     ax.set_title(title or f"{_mode_title(trace.meta)}: copies per worker and element{more}{lost_txt}",
                  fontsize=10)
@@ -249,11 +262,14 @@ def plot_streams(
         e["order"] = range(len(e))
     by_replica = bool((e["replica"] >= 0).any())
     lane_col = "replica" if by_replica else "consumer"
-    lanes = sorted(int(v) for v in e[lane_col].unique()) or [0]
+    all_lanes = sorted(int(v) for v in e[lane_col].unique()) or [0]
+    lanes = all_lanes[:MAX_ROWS]  # the first ones; the title says how many there are
     stall: Mapping[str, Any] = trace.meta.get("stall") or {}
     stalled = [c for c in stall.get("consumers", []) if not by_replica and c in lanes]
     budget = (STREAMS_MAX_WIDTH_IN - 2.4) / _MIN_BOX_IN - _TAIL * (2 if stalled else 1)
-    streams = {lane: e[e[lane_col] == lane].sort_values("order", kind="stable") for lane in lanes}
+    e = e[e[lane_col].isin(lanes)].sort_values([lane_col, "order"], kind="stable")
+    streams = {int(lane): rows for lane, rows in e.groupby(lane_col, sort=True)}
+    streams = {lane: streams.get(lane, e.iloc[:0]) for lane in lanes}
     merged = any(len(rows) > _MERGE_ABOVE for rows in streams.values())
     placed = {lane: _place(_runs([int(i) for i in rows["source_id"].head(max_elements)],
                                  [int(w) for w in rows["worker"].head(max_elements)],
@@ -261,7 +277,8 @@ def plot_streams(
     span = max([b.x + b.width for boxes, _ in placed.values() for b in boxes] + [1.0])
     cut = {lane: placed[lane][1] + max(len(streams[lane]) - max_elements, 0) for lane in lanes}
     right = span + 0.3 + _TAIL * (bool(stalled) + any(cut.values()))
-    title = title or f"{_mode_title(trace.meta)}: what each {lane_col} received"
+    title = title or f"{_mode_title(trace.meta)}: what each {lane_col} received" + (
+        f" (first {len(lanes)} of {len(all_lanes)} {lane_col}s)" if len(all_lanes) > len(lanes) else "")
     fig, ax = _streams_axes(ax, right, len(lanes), title)
     seen: set[int] = set()
     for y, lane in enumerate(lanes):
@@ -326,7 +343,7 @@ def _draw_stops(ax: Any, trace: Trace, streams: dict[int, Any], placed: dict[int
                 lanes: list[int]) -> list[str]:
     """A dashed mark in each lane where each stopped worker stopped; their legend labels."""
     labels = []
-    for s in trace.meta.get("stopped_workers") or []:
+    for s in (trace.meta.get("stopped_workers") or [])[:8]:  # a hostile trace may list thousands
         w, ts = int(s["worker"]), int(s.get("t_ns", 0))
         for y, lane in enumerate(lanes):
             rows = streams[lane]

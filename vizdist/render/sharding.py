@@ -16,6 +16,7 @@ import html as _html
 from pathlib import Path
 from typing import Any
 
+from vizdist._clip import clip
 from vizdist.analysis.sharding import content_map
 from vizdist.render._text import described, plain_figure
 
@@ -141,11 +142,11 @@ def shard_policies_html(cmp: Any) -> str:
                 continue
             row = r.iloc[0]
             status = str(row["status"])
-            files = ", ".join(_html.escape(str(f)) for f in row["files"])
+            files = _html.escape(clip(", ".join(str(f) for f in row["files"]), 2_000))
             body = (f"<div><b>files:</b> {files or '—'}</div>"
                     f"<div><b>elements:</b> {_html.escape(' '.join(values)) or '—'}</div>")
             if status != "ok":
-                body += f"<div style='color:#b00'>{_html.escape(status)}</div>"
+                body += f"<div style='color:#b00'>{_html.escape(clip(status, 2_000))}</div>"
             cells.append(f"<td style='vertical-align:top;text-align:left'>{body}</td>")
         rows.append(f"<tr><th>worker {w}</th>{''.join(cells)}</tr>")
     notes = "".join(f"<p><b>{_html.escape(p)}:</b> {_html.escape(n)}</p>" for p, n in cmp.notes.items())

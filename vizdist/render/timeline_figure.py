@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 
     from vizdist.trace import Trace
 
-__all__ = ["IDLE_BUSY_FRACTION", "RASTER_THRESHOLD", "STAGE_COLORS", "TimelineLayout", "idle_lanes",
+__all__ = ["IDLE_BUSY_FRACTION", "MAX_BUFFERS", "MAX_LANES", "RASTER_THRESHOLD", "STAGE_COLORS", "TimelineLayout", "idle_lanes",
            "lane_order", "overlap_summary", "plot_timeline", "timeline_layout"]
 
 #: Stage -> colour (colour-blind-safe Okabe-Ito palette), in pipeline order (the layout's ``STAGES``).
@@ -72,6 +72,10 @@ OTHER_COLOR = "#999999"
 assert tuple(STAGE_COLORS) == STAGES, "a colour for every stage of the layout, in its order"
 #: Above this many spans the static figure is a per-pixel summary instead of one polygon per span.
 RASTER_THRESHOLD = 20_000
+#: The most lanes a figure draws (the first ones, in timeline order); it says how many it left out.
+MAX_LANES = 48
+#: The most prefetch buffers the buffer strip draws a line for; it says how many it left out.
+MAX_BUFFERS = 8
 
 
 def _palette(names: list[str]) -> np.ndarray:
@@ -108,6 +112,7 @@ class _Drawn:
     lane_row: np.ndarray  # row of each layout lane (0 = top, -1: hidden)
     keep: np.ndarray | None  # spans on shown lanes (None: all)
     n: int  # spans drawn
+    cut: int = 0  # lanes left out beyond MAX_LANES
 
     def take(self, values: np.ndarray) -> np.ndarray:
         """``values`` of the drawn spans (no copy when every span is drawn)."""
@@ -118,11 +123,14 @@ def _drawn(lay: TimelineLayout, lo: float, hi: float, show_idle_lanes: bool) -> 
     hide = np.zeros(len(lay.lanes), bool) if show_idle_lanes else idle_lanes(lay, lo, hi)
     if hide.all():  # nothing carries anything: show every lane rather than an empty figure
         hide[:] = False
+    hidden = [n for n, h in zip(lay.lanes, hide, strict=True) if h]
+    shown = np.flatnonzero(~hide)
+    cut = max(len(shown) - MAX_LANES, 0)
+    hide[shown[MAX_LANES:]] = True  # beyond what a figure can show: left out, and said so
     lane_row = np.where(hide, -1, np.cumsum(~hide) - 1).astype(np.int32)
     keep = None if not hide.any() else ~hide[lay.lane]
-    return _Drawn(lanes=[n for n, h in zip(lay.lanes, hide, strict=True) if not h],
-                  hidden=[n for n, h in zip(lay.lanes, hide, strict=True) if h], lane_row=lane_row, keep=keep,
-                  n=len(lay) if keep is None else int(keep.sum()))
+    return _Drawn(lanes=[n for n, h in zip(lay.lanes, hide, strict=True) if not h], hidden=hidden, lane_row=lane_row,
+                  keep=keep, n=len(lay) if keep is None else int(keep.sum()), cut=cut)
 
 
 def _draw_polygons(ax: Axes, lay: TimelineLayout, d: _Drawn, colors: np.ndarray, faded: bool) -> None:
@@ -205,9 +213,10 @@ def _coverage(pick: Any, lay: TimelineLayout, d: _Drawn, x0: float, x1: float,
     """
     depth = pick(lay.depth)
     levels = np.flatnonzero(np.bincount(depth)).tolist() if len(depth) else []
-    n_stages, n_rows, cols = len(lay.stage_names), len(d.lanes), width + 1
+    # every stage beyond the known ones is drawn in one colour: one slot for them all
+    n_stages, n_rows, cols = min(len(lay.stage_names), len(STAGES) + 1), len(d.lanes), width + 1
     scale = width / ((x1 - x0) or 1.0)
-    key = pick(lay.stage_code).astype(np.int64)
+    key = np.minimum(pick(lay.stage_code), n_stages - 1).astype(np.int64)
     key *= n_rows
     key += d.lane_row[pick(lay.lane)]
     key *= cols
@@ -377,6 +386,8 @@ def _notes(ax: Axes, d: _Drawn, raster: bool) -> None:
         lines += [f"{len(d.hidden)} idle lane(s) hidden:", *[short(n, 28) for n in d.hidden[:4]]]
         lines += [f"and {len(d.hidden) - 4} more"] if len(d.hidden) > 4 else []
         lines.append("(show_idle_lanes=True shows them)")
+    if d.cut:
+        lines += [f"{d.cut:,} more lanes not drawn", f"(a figure draws {MAX_LANES};", "pass workers= or steps=)"]
     if not lines:
         return
     style = {"fontsize": 7, "color": "#444444"}
@@ -397,7 +408,12 @@ def _default_title(trace: Trace, lay: TimelineLayout, n_drawn: int) -> str:
 
 
 def _buffer_strip(bax: Axes, lay: TimelineLayout) -> None:
-    for (w, lane, op), g in lay.buffer.groupby(["worker", "lane", "op"], sort=True):
+    groups = lay.buffer.groupby(["worker", "lane", "op"], sort=True)
+    if groups.ngroups > MAX_BUFFERS:  # a line each for the first ones, and one note for the rest
+        bax.plot([], [], " ", label=f"{groups.ngroups - MAX_BUFFERS:,} more buffers not drawn")
+    for i, ((w, lane, op), g) in enumerate(groups):
+        if i == MAX_BUFFERS:
+            break
         where = "next to the step" if str(lane).endswith("(caller)") else str(lane).split(" ", 1)[-1]
         label = f"{str(op).rsplit('::', 1)[-1]} buffer, {where}"
         if lay.buffer["worker"].nunique() > 1:

@@ -8,7 +8,8 @@ explorer=trace.show())`` links the explorer's step slider to the
 timeline: the chosen step's spans are outlined, the rest fade.
 
 What it syncs: ``spec`` (plain JSON: lanes, stages, colours, step
-boundaries and element ids), ``columns`` (the span columns as binary
+boundaries and element ids of the first :data:`MAX_STEPS_SYNCED` steps;
+``steps_not_synced`` counts the rest), ``columns`` (the span columns as binary
 buffers, one per column, sorted by depth then start: no JSON per span, so
 10^6 spans are about 28 MB sent as they are), ``view`` (the visible range,
 in ms from the first span), ``step`` (the highlighted step) and
@@ -48,7 +49,7 @@ from vizdist.analysis.timeline_layout import IDLE_BUSY_FRACTION, TimelineLayout,
 from vizdist.render.timeline_figure import OTHER_COLOR, STAGE_COLORS, plot_timeline
 from vizdist.trace import Trace
 
-__all__ = ["SUMMARY_ABOVE", "Timeline", "span_columns", "timeline", "timeline_spec"]
+__all__ = ["MAX_STEPS_SYNCED", "SUMMARY_ABOVE", "Timeline", "span_columns", "timeline", "timeline_spec"]
 
 if TYPE_CHECKING:  # mypy reads the base classes from the package itself
     import anywidget
@@ -60,6 +61,9 @@ _HERE = Path(__file__).parent
 _MAX_IDS_SHOWN = 48
 #: With more spans than this in view, the widget draws a per-pixel summary instead of each span.
 SUMMARY_ABOVE = 20_000
+#: Steps whose start line and element ids the spec carries (the first ones): a million steps would be
+#: megabytes of JSON, and past a few hundred the lines are not drawn anyway.
+MAX_STEPS_SYNCED = 2_000
 
 
 def _ids_label(ids: list[int]) -> str:
@@ -131,8 +135,9 @@ def timeline_spec(trace: Trace, layout: TimelineLayout | None = None, *, columns
         "t_min": float(lay.start_ms.min()) if len(lay) else 0.0,
         "t_max": float(lay.end_ms.max()) if len(lay) else 1.0,
         "t0_unix_ns": int(lay.t0_ns),
-        "step_starts": {str(k): float(v) for k, v in lay.step_starts_ms.items()},
+        "step_starts": {str(k): float(v) for k, v in list(lay.step_starts_ms.items())[:MAX_STEPS_SYNCED]},
         "step_elements": _step_elements(trace, lay),
+        "steps_not_synced": max(len(lay.step_starts_ms) - MAX_STEPS_SYNCED, 0),
         "summary_above": SUMMARY_ABOVE,
         "idle_busy_fraction": IDLE_BUSY_FRACTION,
     }
@@ -148,7 +153,7 @@ def _step_elements(trace: Trace, lay: TimelineLayout) -> dict[str, str]:
     el = trace.elements
     if not len(el):
         return {}
-    wanted = pd.unique(lay.step[lay.step >= 0])
+    wanted = pd.unique(lay.step[lay.step >= 0])[:MAX_STEPS_SYNCED]
     e = el[el["step"].isin(wanted)].sort_values(["worker", "step", "replica", "position"], kind="stable")
     return {f"{int(w)}:{int(s)}": _ids_label(grp["source_id"].astype(int).tolist())
             for (w, s), grp in e.groupby(["worker", "step"], sort=False)}

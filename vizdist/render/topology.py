@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
 import itertools
 import math
@@ -33,6 +34,7 @@ from typing import Any
 
 from vizdist.analysis.topology import NETWORK_WORDS, Topology, topology
 from vizdist.render._text import (
+    MAX_LABEL,
     MAX_WIDTH_IN,
     MIN_TEXT_PT,
     TITLE_PT,
@@ -82,8 +84,24 @@ ARC_RAD = 0.3  # an arc's curvature (its height is ARC_RAD / 2 of its span)
 RISE = GAP_Y - 2 * RIM - CLEAR  # the highest an arc over a lower row may rise (under the row above)
 
 
+#: The most tasks a drawing (and its HTML table) shows: the first ones; a note says how many more there are.
+MAX_TASKS = 64
+
+
 def _topology(source: Any) -> Topology:
     return source if isinstance(source, Topology) else topology(source)
+
+
+def _drawable(topo: Topology) -> Topology:
+    """``topo`` with at most :data:`MAX_TASKS` tasks (and the links between them), saying how many it left out."""
+    if len(topo.tasks) <= MAX_TASKS:
+        return topo
+    tasks = topo.tasks[:MAX_TASKS]
+    names = {t.name for t in tasks}
+    links = [lk for lk in topo.links if lk.src in names and lk.dst in names]
+    note = (f"{len(topo.tasks) - MAX_TASKS:,} more tasks not drawn (a drawing shows the first {MAX_TASKS}; "
+            "topology(...).table() lists them all)")
+    return dataclasses.replace(topo, tasks=tasks, links=links, notes=[*topo.notes, note])
 
 
 def _row(topo: Topology, job: str, jobs: list[str]) -> int:
@@ -96,9 +114,11 @@ def _row(topo: Topology, job: str, jobs: list[str]) -> int:
 
 
 def _lines(task: Any) -> list[str]:
-    lines = [f"advertises {task.address}" if task.address else "advertises nothing"]
+    lines = [f"advertises {short(task.address, 60)}" if task.address else "advertises nothing"]
     if task.listens:
-        lines.append(f"listens {', '.join(task.listens)}" + ("" if task.observed else " (TF rule)"))
+        listens = [short(a, 60) for a in task.listens[:3]] + ([f"and {len(task.listens) - 3} more"]
+                                                              if len(task.listens) > 3 else [])
+        lines.append(f"listens {', '.join(listens)}" + ("" if task.observed else " (TF rule)"))
     elif task.job in ("consumer", "launcher", "client"):
         lines.append("listens on nothing")
     if task.devices:
@@ -121,7 +141,7 @@ def topology_layout(source: Any, *, highlight: str | None = None) -> dict[str, A
         >>> [len(e["path"]) for e in lay["edges"]]  # chief:0 -> ps:0 passes beside worker:0
         [2, 4, 2]
     """
-    topo = _topology(source)
+    topo = _drawable(_topology(source))
     half_h = max(len(_title(t.name, t.this)) + len(_wrapped(*_lines(t))) for t in topo.tasks) * LINE_IN / 2 + 0.12
     rows = _rows(topo, 2 * half_h + GAP_Y, highlight)
     grid = _Grid(rows, (HALF_W, half_h))
@@ -241,7 +261,7 @@ def _port(n: dict[str, Any], toward: list[float], half: tuple[float, float]) -> 
 
 def _title(name: str, this: bool) -> list[str]:
     """A task box's title lines (bold)."""
-    return _wrapped(name) + (["(this process)"] if this else [])
+    return _wrapped(short(name, 60)) + (["(this process)"] if this else [])
 
 
 def _wrapped(*lines: str, width: int = WRAP) -> list[str]:
@@ -257,7 +277,9 @@ def _wrapped(*lines: str, width: int = WRAP) -> list[str]:
 
 def _node(task: Any, x: float, y: float, highlight: str | None) -> dict[str, Any]:
     return {"name": task.name, "job": task.job, "x": round(x, 3), "y": round(y, 3), "lines": _lines(task),
-            "role": task.role, "address": task.address, "listens": list(task.listens), "observed": task.observed,
+            "role": task.role, "address": short(task.address, MAX_LABEL),
+            "listens": [short(a, MAX_LABEL) for a in task.listens[:8]] + (
+                [f"and {len(task.listens) - 8} more"] if len(task.listens) > 8 else []), "observed": task.observed,
             "this": task.this, "color": JOB_COLORS.get(task.job, "#8c8c8c"),
             "dim": highlight is not None and highlight != task.name}
 
@@ -503,14 +525,14 @@ _TD = "border:1px solid #ccc;padding:2px 6px;font-family:monospace;font-size:12p
 
 
 def _link_html(e: dict[str, Any]) -> str:
-    return (f"<li>{escape(e['src'])} {'&harr;' if e['mutual'] else '&rarr;'} {escape(e['dst'])}: "
+    return (f"<li>{escape(short(e['src']))} {'&harr;' if e['mutual'] else '&rarr;'} {escape(short(e['dst']))}: "
             f"{escape(e['label'])}{escape(SEEN_WORDS.get(e['seen'], ''))}</li>")
 
 
 def _task_row(n: dict[str, Any]) -> str:
     listens = escape(", ".join(n["listens"])) + (" <small>(observed)</small>" if n["observed"] else
                                                  " <small>(TF rule)</small>" if n["listens"] else "-")
-    name = escape(n["name"]) + (" <small>(this process)</small>" if n["this"] else "")
+    name = escape(short(n["name"])) + (" <small>(this process)</small>" if n["this"] else "")
     return (f'<tr><td style="{_TD};border-left:6px solid {n["color"]}">{name}</td><td style="{_TD}">'
             f'{escape(n["role"])}</td><td style="{_TD}">{escape(n["address"] or "-")}</td>'
             f'<td style="{_TD}">{listens}</td></tr>')
@@ -560,7 +582,7 @@ class TopologyView:
         from vizdist._optional import require
 
         w = require("ipywidgets", pip="ipywidgets", conda="ipywidgets")
-        names = [t.name for t in self.topology.tasks]
+        names = [t.name for t in _drawable(self.topology).tasks]
         pick = w.Dropdown(options=["(all)", *names], value="(all)", description="task")
         image = w.Image(value=_png(self.topology), format="png")
         card = w.HTML(self._card(None))

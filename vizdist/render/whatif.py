@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+from vizdist._clip import clip
 from vizdist._optional import require
 from vizdist.analysis.diff import TraceDiff, diff, unfinished_run
 from vizdist.analysis.whatif import Experiment, Knob
@@ -263,7 +264,7 @@ class WhatIf(widgets.VBox):  # type: ignore[misc]  # the base class comes from a
 
     def _refused(self, what: str, values: dict[str, Any]) -> None:
         self.status.value = (f'<div style="color:#b00" data-error="1"><b>{escape(what)}</b> '
-                             f"({escape(_knob_text(values, self.knobs))}):<br>{escape(self.error)}</div>")
+                             f"({escape(_knob_text(values, self.knobs))}):<br>{escape(clip(self.error, 4_000))}</div>")
 
     def _picture_html(self, values: dict[str, Any]) -> str:
         assert self.trace is not None
@@ -298,7 +299,7 @@ class WhatIf(widgets.VBox):  # type: ignore[misc]  # the base class comes from a
         """The first run: its knobs, split and findings (escaped; what GitHub shows)."""
         knobs, trace = self._static_parts()
         if trace is None:
-            return f"<p><b>{escape(self.title)}</b>: the first run failed: {escape(self.error)}</p>"
+            return f"<p><b>{escape(self.title)}</b>: the first run failed: {escape(clip(self.error, 4_000))}</p>"
         return (f'<div class="vizdist-whatif-static"><p><b>{escape(self.title)}</b><br><small>knobs: '
                 f"{escape(knobs)} (in JupyterLab, move a knob to re-run the real pipeline)</small></p>"
                 f"{split_html(split_layout(trace, max_steps=30))}<b>Findings</b>{findings_html(diagnose(trace))}</div>")

@@ -659,6 +659,12 @@ _EXPLAIN = (
      "refuses. Remove prefetch_to_device / copy_to_device: the strategy already copies every replica's "
      "batch to its device itself (InputOptions(experimental_fetch_to_device=True), the default, with "
      "experimental_per_replica_buffer_size batches prefetched per device)."),
+    # TF's BatchDatasetOp::MakeDataset (batch_dataset_op.cc) refuses batch_size <= 0 with this message.
+    (re.compile(r"Batch size must be greater than zero"),
+     "a batch() in the pipeline has a batch size of 0 (or less), which TF refuses as it builds the dataset. A "
+     "per-replica size computed by dividing the global batch by the replicas is 0 when the global batch is "
+     "smaller than the number of replicas: in a dataset_fn, batch by ctx.get_per_replica_batch_size(global_batch) "
+     "with a global batch of at least the replicas {strategy} has, or batch by 1 or more."),
 )
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import numbers
 import os
 import re
 import shutil
@@ -65,6 +66,7 @@ from vizdist.instrument.processes.supervisor import (
     free_ports,
     port_in_use,
     process_limit,
+    prune_kept,
     temp_folder,
 )
 from vizdist.trace import Trace
@@ -221,6 +223,8 @@ class _Run:
         self.sup.kill_all()
         if self.namespace is not None:
             self.namespace.close()
+        if (self.job / KEEP_FILE).exists():
+            prune_kept(self.job)  # kept for its logs: no pickled callable, no temporary files
 
 
 class LocalCluster:
@@ -325,6 +329,11 @@ class LocalCluster:
     ) -> dict[str, list[int]] | None:
         if ports is None:
             return None
+        given = [p for v in ports.values() for p in v] if isinstance(ports, Mapping) else list(ports)
+        bad = [p for p in given if isinstance(p, bool) or not isinstance(p, numbers.Integral) or not 1 <= p <= 65535]
+        if bad:
+            raise ValueError(f"ports must be whole numbers from 1 to 65535; got {bad[:5]!r}. Give one free port per "
+                             "task, or leave ports=None to pick free ones.")
         if isinstance(ports, Mapping):
             got = {k: len(v) for k, v in ports.items() if len(v)}
             want = {k: v for k, v in self.layout.items() if v}
@@ -522,14 +531,20 @@ class LocalCluster:
         return not others or now - since > grace or now > deadline
 
     # -- results and errors ---------------------------------------------------
+    def _task_files(self, kind: jobfiles.TaskFile, job: Path) -> list[Path]:
+        """The files of ``kind`` the run's own tasks wrote, by name (never others in the folder: a callable
+        may write there too, say ``record_worker_shard(trace, ctx.job_dir)``)."""
+        tasks = self._run.tasks if self._run is not None else {}
+        return sorted(f for f in (kind.path(job, name) for name in tasks) if f.exists())
+
     def _shards(self, job: Path) -> list[Trace]:
         from vizdist.trace import load_trace
 
-        return [load_trace(f) for f in jobfiles.TRACE.all(job)]
+        return [load_trace(f) for f in self._task_files(jobfiles.TRACE, job)]
 
     def _partial(self, job: Path, lost: Mapping[str, Any] | None = None) -> Trace | None:
         shards = self._shards(job)
-        for f in jobfiles.ERROR.all(job):
+        for f in self._task_files(jobfiles.ERROR, job):
             doc = json.loads(f.read_text(encoding="utf-8"))
             if "partial_trace" in doc:
                 shards.append(Trace.from_dict(doc["partial_trace"]))
@@ -557,7 +572,7 @@ class LocalCluster:
     def _merge(self, job: Path, lost: Mapping[str, Any] | None = None) -> Trace:
         shards = self._shards(job)
         results = {}
-        for f in jobfiles.RESULT.all(job):
+        for f in self._task_files(jobfiles.RESULT, job):
             results[jobfiles.RESULT.task(f)] = json.loads(f.read_text(encoding="utf-8"))["value"]
         extra: dict[str, Any] = self._cluster_meta(job)
         if results:
@@ -584,8 +599,9 @@ class LocalCluster:
             f"{self.collective_timeout:g}s; the partial trace holds what was recorded before that."
         )
         names = ", ".join(c.name for c in dead)
+        run.sup.keep()
         return TracingError(
-            f"LocalCluster: {names} failed.\n" + "\n\n".join(parts) + "\n\n" + hint,
+            f"LocalCluster: {names} failed.\n" + "\n\n".join(parts) + "\n\n" + hint + f"\n\n{_kept(run.job)}",
             partial_trace=self._partial(run.job, run.lost),
         )
 
@@ -597,7 +613,7 @@ class LocalCluster:
             f"waiting on {', '.join(stuck)}. A worker that never starts blocks every peer's strategy "
             "constructor, and a collective waits for all workers: look for a worker that crashed or a "
             "step that only some workers run. All processes were stopped. Raise timeout= if the machine "
-            f"is just slow. Logs: {run.job}/log-*.txt (kept).",
+            f"is just slow. {_kept(run.job)}",
             partial_trace=self._partial(run.job, run.lost),
         )
 
@@ -629,12 +645,20 @@ class LocalCluster:
         return f"LocalCluster(workers={self.workers}, ps={self.ps}, timeout={self.timeout:g})"
 
 
+def _kept(job: Path) -> str:
+    """Where an error's logs are, and what of the job folder is kept."""
+    return (f"Each task's log (log-<task>.txt), error report (error-<task>.json) and the run's spec.json are in {job} "
+            "(kept for you; the pickled callable is removed). Delete the folder when you are done.")
+
+
 def _remove_folders(folders: list[Path], janitors: list[FolderJanitor]) -> None:
     """Delete each folder (but those whose logs an error named: they hold :data:`KEEP_FILE`), empty the
     list, and end the janitors (which would have removed them had this process died first)."""
     for d in folders:
         if not (d / KEEP_FILE).exists():
             shutil.rmtree(d, ignore_errors=True)
+        else:
+            prune_kept(d)
     folders.clear()
     for janitor in janitors:
         janitor.close()

@@ -8,7 +8,8 @@
 * a task asks for another task to be killed with :data:`STOP_REQUEST`; the launcher answers with :data:`STOPPED`;
 * the supervisor writes each child's output to :data:`LOG`.
 
-:func:`~vizdist.instrument.processes.shards.record_worker_shard` writes the same :data:`TRACE` name into a shared folder.
+:func:`~vizdist.instrument.processes.shards.record_worker_shard` writes the same :data:`TRACE` name into a shared folder
+(:func:`vizdist.trace.shard_name`: ``worker-<type>-<5-digit index>.json``, the only names a folder merge reads).
 The data-service host (``service/host.py``) and its client (``service/remote.py``) use :data:`HOST_CONFIG`
 and, per request, :data:`REQUEST` (+ :data:`REQUEST_GRAPH`, :data:`REQUEST_SPEC`), :data:`PROGRESS`,
 :data:`RESPONSE` and :data:`SERVICE_ERROR`.

@@ -37,16 +37,17 @@ without GPUs, cloud or cluster; ``tests/instrument/test_shards.py``):
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 from pathlib import Path
 from typing import Any
 
 from vizdist.analysis.topology import resolver_spec
+from vizdist.contract import TASK_TYPES
 from vizdist.instrument.observe.topology import network_meta, sockets
-from vizdist.instrument.processes import jobfiles
 from vizdist.instrument.run.rows import task_number
-from vizdist.trace import Trace
+from vizdist.trace import Trace, shard_name
 
 __all__ = ["TASK_TYPES", "record_worker_shard", "task_from_resolver"]
 
@@ -89,7 +90,6 @@ def task_from_tf_config() -> tuple[str, int, dict[str, Any]]:
     return ttype, tindex, cluster
 
 
-TASK_TYPES = ("chief", "worker", "ps", "evaluator")
 
 
 def checked_task(task_type: Any, task_index: Any) -> tuple[str, int]:
@@ -111,6 +111,7 @@ def record_worker_shard(
     task_type: str | None = None,
     task_index: int | None = None,
     resolver: Any = None,
+    overwrite: bool = False,
 ) -> Path:
     """Write this worker's trace as one shard of a cluster-wide trace.
 
@@ -123,6 +124,11 @@ def record_worker_shard(
     shard is written to ``<directory>/worker-<type>-<index>.json``. Merge all
     shards anywhere with ``vizdist.load_trace(directory)``.
 
+    A shard already there for the same task is never replaced unless ``overwrite=True``: two
+    processes that both think they are ``worker:0`` (a launcher that gives two workers one
+    ``TF_CONFIG``), or a second run into the same folder, get a ``FileExistsError`` naming the task
+    and the file, and the first shard stays whole (the check and the write are one atomic step).
+
     Args:
         trace: what this worker recorded.
         directory: a folder every worker can write (a shared file system).
@@ -130,6 +136,7 @@ def record_worker_shard(
         task_index: override the task index read from ``TF_CONFIG``.
         resolver: a ``tf.distribute.cluster_resolver.ClusterResolver`` to read the task and cluster
             from instead of ``TF_CONFIG`` (see this module's notes on each resolver).
+        overwrite: replace a shard this task already has in ``directory`` (default: refuse).
 
     Returns:
         The path of the shard written.
@@ -137,6 +144,7 @@ def record_worker_shard(
     Raises:
         ValueError: the task is not one of TensorFlow's task types (``chief``, ``worker``, ``ps``,
             ``evaluator``) with a whole index of 0 or more, or ``TF_CONFIG`` is missing or invalid.
+        FileExistsError: ``directory`` already holds a shard for this task (and ``overwrite`` is false).
 
     Example:
         >>> import tempfile, vizdist
@@ -157,8 +165,16 @@ def record_worker_shard(
     net = network_meta(cluster, seen={f"{task_type}:{task_index}": sockets()}, resolver=source)
     stamped = Trace(elements=stamped.elements, batches=stamped.batches, events=stamped.events,
                     meta={**stamped.meta, "network": net})
-    out = jobfiles.TRACE.path(Path(directory), f"{task_type}-{int(task_index):05d}")
-    return stamped.save(out)
+    out = Path(directory) / shard_name(task_type, task_index)  # the name a folder merge reads
+    try:
+        return stamped.save(out, overwrite=overwrite)
+    except FileExistsError:
+        raise FileExistsError(
+            errno.EEXIST, f"a shard for task {task_type}:{task_index} is already in {str(out.parent)!r}: {out.name} "
+            f"(another process whose task is also {task_type}:{task_index}, say two workers given one TF_CONFIG, or an "
+            "earlier run into the same folder, wrote it). It was kept, and this trace not written. Give every "
+            "process its own task, write each run to a new folder, or pass overwrite=True to replace it.",
+            str(out)) from None
 
 
 def _resolve_task(task_type: Any, task_index: Any, resolver: Any) -> tuple[str, int, dict[str, Any], str]:

@@ -113,6 +113,32 @@ def bounded_timeout(timeout: float | None) -> float | None:
 POLL_S = 0.05
 STATUS_ENV = "VIZDIST_STATUS_FILE"
 KEEP_FILE = ".vizdist-keep"
+#: What a folder kept for its logs loses (glob patterns): the pickled callable and the dataset graphs sent to a
+#: child (code, which nobody needs to debug and which must not lie around), the children's temporary folders
+#: and the import folder (a link to the package).
+CODE_FILES = (jobfiles.JOB, f"{jobfiles.REQUEST_GRAPH.prefix}*{jobfiles.REQUEST_GRAPH.suffix}",
+              f"{jobfiles.REQUEST_SPEC.prefix}*{jobfiles.REQUEST_SPEC.suffix}", "tmp-*", "import")
+
+
+def prune_kept(folder: str | os.PathLike[str]) -> None:
+    """Remove :data:`CODE_FILES` from ``folder`` (kept for its logs, spec and error reports).
+
+    Example:
+        >>> d = temp_folder("vizdist-doc-")
+        >>> for name in ("job.pkl", "log-worker-0.txt", "spec.json"):
+        ...     _ = (d / name).write_bytes(b"x")
+        >>> (d / "tmp-worker-0").mkdir()
+        >>> prune_kept(d); sorted(p.name for p in d.iterdir())
+        ['log-worker-0.txt', 'spec.json']
+        >>> shutil.rmtree(d)
+    """
+    for pattern in CODE_FILES:
+        for path in Path(folder).glob(pattern):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    path.unlink()
 
 # Runs first in every child, before anything that could start a thread (joining a user namespace
 # needs a single-threaded process). argv: NETNS_PID|- PARENT_PID MODULE ARGS...
@@ -362,10 +388,11 @@ def report(stage: str) -> None:
 # -- folders that must go if this process dies --------------------------------------------------
 # The janitor: reads "+ PATH" (watch) / "- PATH" (forget) / "q" (quit) lines on stdin. When this process
 # dies (stdin closes, or its parent changes), it removes every watched folder that holds no KEEP file,
-# retrying for up to 30 s while the keepers end the processes that may still write there.
+# retrying for up to 30 s while the keepers end the processes that may still write there; from a kept
+# folder it removes the code (CODE_FILES: the pickled callable, dataset graphs) and temporary files.
 _JANITOR = r"""
-import os, select, shutil, sys, time
-parent, keep = int(sys.argv[1]), sys.argv[2]
+import glob, os, select, shutil, sys, time
+parent, keep, code = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
 folders, buf = set(), b""
 while True:
     orphaned = os.getppid() != parent  # then read only what was written before it died
@@ -386,6 +413,8 @@ end = time.monotonic() + 30
 while folders and time.monotonic() < end:
     for f in sorted(folders):
         if os.path.lexists(os.path.join(f, keep)) or not os.path.lexists(f):
+            for g in (p for pattern in code for p in glob.glob(os.path.join(glob.escape(f), pattern))):
+                shutil.rmtree(g, ignore_errors=True) if os.path.isdir(g) and not os.path.islink(g) else os.unlink(g)
             folders.discard(f)
         else:
             shutil.rmtree(f, ignore_errors=True)
@@ -398,7 +427,8 @@ class FolderJanitor:
 
     A process killed with SIGKILL (or SIGTERM, whose default action kills it too) runs no clean-up;
     the janitor notices (its stdin closes, its parent changes) and removes every watched folder but
-    those holding :data:`KEEP_FILE` (their logs were named in an error). It runs in a session of its
+    those holding :data:`KEEP_FILE` (their logs were named in an error; from those it removes
+    :data:`CODE_FILES`, as :func:`prune_kept` does). It runs in a session of its
     own, so a Ctrl-C or a signal sent to this process's group does not stop it first.
     :meth:`close` ends it without removing anything.
 
@@ -411,7 +441,7 @@ class FolderJanitor:
 
     def __init__(self) -> None:
         self._popen = subprocess.Popen(
-            [sys.executable, "-P", "-c", _JANITOR, str(os.getpid()), KEEP_FILE], stdin=subprocess.PIPE,
+            [sys.executable, "-P", "-c", _JANITOR, str(os.getpid()), KEEP_FILE, *CODE_FILES], stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, cwd="/")
 
     def _send(self, line: bytes) -> None:
@@ -716,8 +746,7 @@ class Supervisor:
         self.kill_all()
         if remove and self.kept_logs is None and not (self.folder / KEEP_FILE).exists():
             shutil.rmtree(self.folder, ignore_errors=True)
-        for tmp in self.folder.glob("tmp-*"):  # kept logs keep no temporary files
-            shutil.rmtree(tmp, ignore_errors=True)
+        prune_kept(self.folder)  # kept logs keep no code and no temporary files
         if self.janitor is not None:
             self.janitor.forget(self.folder)  # removed, or kept on purpose (named in an error)
 

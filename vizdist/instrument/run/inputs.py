@@ -102,7 +102,7 @@ def check_call(strategy: Any, dataset: Any, dataset_fn: Any, options: Any, step_
         raise TypeError(f"options must be tf.distribute.InputOptions; got {type(options).__name__}.")
     if not isinstance(timing, bool) and (not isinstance(timing, (int, np.integer)) or timing < 0):
         raise ValueError(f"timing must be True/False or a number of steps to profile (0 or more); got {timing!r}.")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0):
         raise ValueError(f"timeout must be a number of seconds above 0 (or None to wait for the data); got {timeout!r}.")
     return strategy
 

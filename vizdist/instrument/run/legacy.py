@@ -148,7 +148,7 @@ def _check_session(session: Any, graph_mode: bool) -> None:
 def _check_knobs(step_fn: Any, timeout: Any) -> None:
     if step_fn is not None and not callable(step_fn):
         raise TypeError(f"step_fn must be callable; got {type(step_fn).__name__}.")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0):
         raise ValueError(f"timeout must be a number of seconds above 0 (or None to wait for the data); got {timeout!r}.")
 
 
@@ -557,8 +557,11 @@ def _child_result(job: Path, sup: Supervisor, child: Any) -> Any:
         err = json.loads(jobfiles.ERROR.path(job, _CHILD).read_text(encoding="utf-8"))
     partial = Trace.from_dict(err["partial_trace"]) if "partial_trace" in err else None
     if err:
-        raise TracingError(f"{err['type']} in the graph-mode child: {err['message']}\n\n{err['traceback']}",
-                           partial_trace=partial)
+        sup.keep()
+        raise TracingError(f"{err['type']} in the graph-mode child: {err['message']}\n\n{err['traceback']}\n"
+                           f"The child's log ({jobfiles.LOG.name(_CHILD)}) and error report "
+                           f"({jobfiles.ERROR.name(_CHILD)}) are in {job} (kept for you; the pickled function is "
+                           "removed). Delete the folder when you are done.", partial_trace=partial)
     raise TracingError(f"the graph-mode child failed before running fn.\n{sup.failure_text(child)}")
 
 
