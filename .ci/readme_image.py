@@ -14,7 +14,7 @@ vizdist.virtual_devices(4)
 import tensorflow as tf  # noqa: E402
 
 trace = vizdist.trace_distribution(tf.distribute.MirroredStrategy(), tf.data.Dataset.range(23).batch(10))
-fig = vizdist.plot_split(trace, title="tf.data.Dataset.range(23).batch(10) over 4 replicas (MirroredStrategy)")
+fig = trace.plot.split(title="tf.data.Dataset.range(23).batch(10) over 4 replicas (MirroredStrategy)")
 out = sys.argv[1] if len(sys.argv) > 1 else "notebooks/img/split.png"
 fig.savefig(out, dpi=110)
 print("wrote", out)

@@ -181,7 +181,7 @@ def kernel_side(trace: vizdist.Trace) -> tuple[dict[str, Any], bytes]:
     """Build the widget and serialize its state as ipywidgets does: (page meta, buffer bytes)."""
     from ipywidgets.widgets.widget import _remove_buffers
 
-    tl = vizdist.timeline(trace)
+    tl = trace.show.timeline()
     state, paths, buffers = _remove_buffers(tl.get_state())
     parts, at = [], 0
     for path, buf in zip(paths, buffers, strict=True):
@@ -257,16 +257,16 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="vizdist-bench-"))
     print(f"vizdist {vizdist.__version__}, {os.cpu_count()} CPUs; min / median of {args.repeats} runs", flush=True)
     try:
-        vizdist.plot_timeline(spans(30_000)).savefig(tmp / "warm.png", dpi=80)  # imports, fonts
+        spans(30_000).plot.timeline().savefig(tmp / "warm.png", dpi=80)  # imports, fonts
         sizes = [(100_000, ""), (1_000_000, "<= 1 s")] + ([] if args.no_big else [(10_000_000, "<= 5 s")])
         for n, aim in sizes:
             t = spans(n)
-            walls, cpus, _ = measure(lambda t=t, n=n: vizdist.plot_timeline(t).savefig(tmp / f"t{n}.png", dpi=80),
+            walls, cpus, _ = measure(lambda t=t, n=n: t.plot.timeline().savefig(tmp / f"t{n}.png", dpi=80),
                                      args.repeats)
             rows.append((f"plot_timeline, {n:,} spans -> PNG", fmt(walls) + " s", f"cpu {fmt(cpus)} s  {aim}"))
             print(*rows[-1], flush=True)
             del t
-        vizdist.timeline(spans(1_000))  # imports, first widget
+        spans(1_000).show.timeline()  # imports, first widget
         for n, aim_first, aim_zoom in [(1_000_000, "aim <= 500 ms", "aim <= 50 ms")] + (
                 [] if args.no_big else [(10_000_000, "aim: opens", "aim: zooms")]):
             rows += widget_rows(n, browser(spans(n), args.repeats if n <= 1_000_000 else 1), aim_first, aim_zoom)

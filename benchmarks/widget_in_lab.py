@@ -4,11 +4,11 @@
 It starts a real JupyterLab on 127.0.0.1 (``tests/browser/lab.py``, the browser test's helper),
 opens a temporary notebook in Debian's headless Chromium, and runs its cells: the
 kernel builds a synthetic trace of N spans (``render_scale.spans``), then one cell records
-``time.time()``, builds ``vizdist.timeline(t)`` and displays it. The page records (same machine,
+``time.time()``, builds ``t.show("timeline")`` and displays it. The page records (same machine,
 same clock, epoch ms) when the widget's first frame is drawn (``data-draw-ms`` appears on its
 root) and painted (the next animation frame), and splits kernel start -> first frame into:
 
-* kernel: ``vizdist.timeline(t)`` (layout, binary columns, ``comm_open`` sent with one buffer
+* kernel: ``t.show("timeline")`` (layout, binary columns, ``comm_open`` sent with one buffer
   per column), wall with process CPU beside it;
 * kernel: ``display`` (the static PNG fallback for GitHub/nbval, then ``display_data``);
 * Jupyter: from the ``comm_open`` header's date (kernel) to its websocket frame in the page
@@ -155,7 +155,7 @@ def notebook(results: Path) -> dict[str, Any]:
         "    tl.close()  # the previous run's widget leaves the kernel and the page\n"
         "    del tl\n"
         "k0, c0 = time.time(), time.process_time()\n"
-        "tl = vizdist.timeline(t)  # layout, binary columns, comm_open with one buffer per column\n"
+        "tl = t.show('timeline')  # layout, binary columns, comm_open with one buffer per column\n"
         "k1, c1 = time.time(), time.process_time()\n"
         "display(tl) if FALLBACK else live_only(tl)  # (the PNG fallback, then) display_data: the view\n"
         "k2, c2 = time.time(), time.process_time()\n"
@@ -170,7 +170,7 @@ def notebook(results: Path) -> dict[str, Any]:
               "def live_only(w):  # the experiment: the live view's bundle, without vizdist's static PNG\n"
               "    data = anywidget.AnyWidget._repr_mimebundle_(w)\n"
               "    display(data[0] if isinstance(data, tuple) else data, raw=True)"),
-        _cell("display(vizdist.timeline(render_scale.spans(1_000)))  # warm-up: imports, the widget's module"),
+        _cell("display(render_scale.spans(1_000).show('timeline'))  # warm-up: imports, the widget's module"),
         _cell("t = render_scale.spans(1_000_000)"),
         _cell(timed),
         _cell("del t\nt = render_scale.spans(10_000_000)"),
@@ -276,7 +276,7 @@ def rows(n: int, runs: list[dict[str, Any]], aim_first: str, aim_zoom: str) -> l
     z = [x for r in runs for x in r["zoom"]]
     modes = "/".join(sorted({x["mode"] for x in z}))
     return [
-        (f"widget {n:,} spans in JupyterLab: vizdist.timeline (kernel)", _ms([x["build"] * 1000 for x in k]) + " ms",
+        (f"widget {n:,} spans in JupyterLab: trace.show('timeline') (kernel)", _ms([x["build"] * 1000 for x in k]) + " ms",
          f"cpu {_ms([x['build_cpu'] * 1000 for x in k])} ms; comm_open with binary columns"),
         ("  display: PNG fallback + display_data (kernel)", _ms([x["display"] * 1000 for x in k]) + " ms",
          f"cpu {_ms([x['display_cpu'] * 1000 for x in k])} ms"),

@@ -17,7 +17,7 @@ def test_importing_it_loads_no_tensorflow():
 
 
 def test_the_public_comparison_is_the_instrument_one():
-    """``vizdist.compare_shard_policies`` needs no wrapper: its result finds its views in ``vizdist.views``."""
+    """``vizdist.compare_shard_policies`` needs no wrapper: its result (a ``ShardComparison``) draws itself."""
     from vizdist.instrument.experiments.sharding import compare_shard_policies
 
     assert vizdist.compare_shard_policies is compare_shard_policies

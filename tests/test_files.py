@@ -28,7 +28,7 @@ def test_to_chrome_trace_never_writes_through_a_planted_link(tmp_path: Path, nam
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me")
     os.symlink(victim, tmp_path / f"{name}.tmp")  # the old fixed temp name: ignored
-    out = vizdist.to_chrome_trace(_events_trace(), tmp_path / name)
+    out = _events_trace().to_chrome_trace(tmp_path / name)
     assert victim.read_text() == "keep me" and (tmp_path / f"{name}.tmp").is_symlink()
     raw = out.read_bytes()  # complete Chrome trace JSON
     if name.endswith(".gz"):
@@ -39,7 +39,7 @@ def test_to_chrome_trace_never_writes_through_a_planted_link(tmp_path: Path, nam
     out.unlink()
     os.symlink(victim, out)  # a link at the target itself: refused, neither followed nor replaced
     with pytest.raises(_files.LinkedTarget, match="is a symbolic link"):
-        vizdist.to_chrome_trace(_events_trace(), out)
+        _events_trace().to_chrome_trace(out)
     assert victim.read_text() == "keep me" and out.is_symlink()
 
 
@@ -50,7 +50,7 @@ def test_a_failed_write_leaves_neither_a_partial_file_nor_a_temporary_one(tmp_pa
 
     monkeypatch.setattr(export, "_write", half)
     with pytest.raises(OSError, match="disk full"):
-        vizdist.to_chrome_trace(_events_trace(), tmp_path / "out.json")
+        _events_trace().to_chrome_trace(tmp_path / "out.json")
     assert list(tmp_path.iterdir()) == []
 
 

@@ -7,8 +7,14 @@ Data flows along the arrows; imports go against them: ``render`` reads the
 trace and analysis results, ``analysis`` reads the trace, the trace imports
 no other layer, and nothing but ``instrument`` imports TensorFlow. Function
 -local imports count. ``vizdist/__init__.py`` (the public facade), ``experiments.py``
-(joins instrument's what-if runs and shard comparisons to render's views) and
-``cli.py`` sit above the layers and may import any of them.
+(joins instrument's what-if runs to render's widget) and ``cli.py`` sit above the
+layers and may import any of them.
+
+One arrow goes up, in the open: a view. ``trace.plot.split()`` and the other methods of the
+trace's accessors (``vizdist/views.py``, pandas' ``PlotAccessor``), and the ``plot()`` / ``show()``
+/ ``_repr_*_`` of the analysis results that draw themselves, import their renderer inside the
+method. Only the modules :data:`LAZY_UP` names may, only lazily (in a function, or under ``if
+TYPE_CHECKING:``), so importing them loads no renderer; the scan sees each such arrow.
 
 No module takes another module's private name (``from m import _x`` or ``m._x``): what two
 modules share is public in the lower one.
@@ -34,6 +40,15 @@ ALLOWED = {
     # ShardComparison, what_if an Experiment); it never imports render (experiments.py joins them).
     "instrument": {"trace", "analysis", "instrument"},
     "entry": {"trace", "analysis", "render", "instrument", "entry"},
+}
+
+
+#: module -> the higher layers it may import lazily (inside a function or under ``if TYPE_CHECKING:``): its
+#: views import their renderer (or analysis) when called. Only these.
+LAZY_UP = {
+    "vizdist.views": {"analysis", "render"},  # trace.plot, trace.show, trace.timing, trace.to_chrome_trace
+    "vizdist.analysis.sharding": {"render"},  # ShardComparison.plot(), ._repr_html_()
+    "vizdist.analysis.topology": {"render"},  # Topology.plot(), .show(), ._repr_mimebundle_()
 }
 
 
@@ -74,6 +89,38 @@ def imports(module: str) -> set[str]:
             base = _resolve(package, node)
             for a in node.names:
                 out.add(f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base)
+    return out
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def imports_at_load(module: str) -> set[str]:
+    """The modules ``module`` imports when it is itself imported: not those inside a function, nor those
+    under ``if TYPE_CHECKING:`` (class bodies run, so theirs count)."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            return
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = _resolve(package, node)
+            out.update(f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
     return out
 
 
@@ -152,8 +199,32 @@ def test_only_instrument_imports_tensorflow(module):
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_imports_follow_the_layers(module):
     mine = layer(module)
-    bad = sorted(m for m in _vizdist_imports(module) if layer(m) not in ALLOWED[mine])
-    assert not bad, f"{module} ({mine} layer) imports {bad} ({[layer(m) for m in bad]} layer)"
+    lazy = LAZY_UP.get(module, set())
+    at_load = imports_at_load(module)
+    bad = sorted(m for m in _vizdist_imports(module) if layer(m) not in ALLOWED[mine]
+                 and not (layer(m) in lazy and m not in at_load))
+    assert not bad, f"{module} ({mine} layer) imports {bad} ({[layer(m) for m in bad]} layer)" + (
+        " when it is imported: a view imports its renderer inside the method" if lazy else "")
+
+
+def test_the_scan_sees_the_views_arrows_up():
+    """trace -> render is in the open: the accessors' renderers are imports the scan reads, none made at load."""
+    assert {"vizdist.render.figures", "vizdist.render.explorer", "vizdist.analysis.timeline"} <= imports("vizdist.views")
+    assert "vizdist.views" in imports_at_load("vizdist.trace")
+    assert not {m for m in imports_at_load("vizdist.views") if m.startswith("vizdist.")} - {"vizdist"}
+    assert "vizdist.render.topology" in imports("vizdist.analysis.topology")
+    assert "vizdist.render.topology" not in imports_at_load("vizdist.analysis.topology")
+
+
+def test_modules_that_reach_up_load_no_renderer():
+    """Importing the trace, its accessors or a result that draws itself imports no renderer (and no TensorFlow)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, " + ", ".join(sorted(LAZY_UP)) + ", vizdist.trace; print(sorted(m for m in sys.modules "
+            "if m.startswith(('vizdist.render', 'tensorflow', 'matplotlib'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip() == "[]"
 
 
 #: (importer, owner, private name) -> why it is still allowed. Only these, each to go when its reason does.
@@ -178,8 +249,13 @@ def test_no_private_name_crosses_modules(module):
 
 
 def _cycles() -> list[frozenset[str]]:
-    """Strongly connected components of more than one module (Tarjan)."""
-    graph = {m: sorted(i for i in _vizdist_imports(m) if i in MODULES and i != m) for m in MODULES}
+    """Strongly connected components of more than one module (Tarjan).
+
+    A module of :data:`LAZY_UP` counts with the imports it makes at load only: its lazy ones (a view's
+    renderer, which reads the trace back) run once everything they name is loaded.
+    """
+    graph = {m: sorted(i for i in (imports_at_load(m) if m in LAZY_UP else _vizdist_imports(m))
+                       if i in MODULES and i != m) for m in MODULES}
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []

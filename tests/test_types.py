@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: checked strictly (pyproject.toml's [tool.mypy] holds the rest of the settings).
 #: The run engine is here too; the modules they import are read for their types, but their own errors
 #: (TF ships no stubs) are not reported here: ``--follow-imports=silent``.
-STRICT = ["vizdist/contract.py", "vizdist/trace.py", "vizdist/instrument/run/engine.py", "vizdist/instrument/run/observers.py"]
+STRICT = ["vizdist/contract.py", "vizdist/trace.py", "vizdist/views.py", "vizdist/instrument/run/engine.py", "vizdist/instrument/run/observers.py"]
 
 
 def test_mypy_whole_package_passes():
@@ -45,3 +45,20 @@ def test_every_type_ignore_names_its_code_and_says_why(path):
             bad.append(f"{path}:{i + 1}: {line.strip()}")
     assert not bad, "each # type: ignore names its error code and says why (same line or a comment above):\n" + \
         "\n".join(bad)
+
+
+def test_mypy_sees_every_parameter_of_a_view(tmp_path):
+    """The views are declared methods: a misspelt option, a misspelt view and a wrong type are type errors."""
+    probe = tmp_path / "probe.py"
+    probe.write_text("from vizdist.trace import Trace\n\nt = Trace()\nt.plot.split(max_step=3)\nt.plot.splitt()\n"
+                     "t.timing.most_at_once(lane=1)\nt.show.timeline(step='3')\nt.plot.split(max_steps=3)\n")
+    out = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", str(probe)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    errors = [line.split(": error: ")[1] for line in out.stdout.splitlines() if ": error: " in line]
+    assert errors == ['Unexpected keyword argument "max_step" for "split" of "PlotAccessor"; did you mean '
+                      '"max_steps"?  [call-arg]',
+                      '"PlotAccessor" has no attribute "splitt"; maybe "split"?  [attr-defined]',
+                      'Argument "lane" to "most_at_once" of "TimingAccessor" has incompatible type "int"; expected '
+                      '"str | None"  [arg-type]',
+                      'Argument "step" to "timeline" of "ShowAccessor" has incompatible type "str"; expected '
+                      '"int | None"  [arg-type]'], out.stdout

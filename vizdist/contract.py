@@ -183,8 +183,8 @@ Placement keys (``distribution`` / ``multi_worker``; written only when asked,
   what the block read but could not record, and why (the ``not-recorded`` finding). Each dataset's
   ``steps_per_pass`` (int or null): the global batches one whole pass of it holds, where TF knows.
 - ``distributed_values`` (list of :class:`DistributedValuesMeta`):
-  :func:`vizdist.trace_values` (and ``trace_distribution`` given a
-  ``DistributedValues``): each component's ``replica``, ``device``, ``value``.
+  ``vizdist.trace_distribution`` given a ``DistributedValues``
+  (:func:`vizdist.instrument.strategies.values.trace_values`): each component's ``replica``, ``device``, ``value``.
 
 ``parameter_server`` keys (:class:`ParameterServerMeta`):
 ``num_ps`` (int or null), ``steps_requested`` (int: closures asked for),

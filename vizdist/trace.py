@@ -527,52 +527,46 @@ class Trace:
         both = np.concatenate([self.batches[col].to_numpy(np.int64), self.elements[col].to_numpy(np.int64)])
         return [int(v) for v in np.unique(both[both >= 0]).tolist()]
 
-    # -- views (drawn by vizdist.render, found through vizdist.views) ------------
+    # -- views: real classes of vizdist.views, each method importing its renderer when called -----
     @property
-    def plot(self) -> views.ViewSet:
-        """This trace's figures: ``trace.plot.split()``, ``.timeline()``, ``.coverage()``, ``.streams()``,
-        ``.placement()``, ``.closures()``, ``.variable_shards()``, ``.topology()`` (matplotlib).
-
-        Each is the ``vizdist.plot_<name>`` function with this trace first; ``dir(trace.plot)`` lists them.
+    def plot(self) -> views.PlotAccessor:
+        """This trace's figures (matplotlib), one method per view: ``trace.plot.split()``, ``.timeline()``,
+        ``.coverage()``, ``.streams()``, ``.placement()``, ``.closures()``, ``.variable_shards()``,
+        ``.topology()``; ``help(trace.plot.split)`` gives each one's options.
 
         Example:
-            >>> sorted(Trace().plot)[:3]
+            >>> dir(Trace().plot)[:3]
             ['closures', 'coverage', 'placement']
         """
-        return views.ViewSet("Trace", self)
-
-    def show(self, view: str = "explorer", **kwargs: Any) -> Any:
-        """An interactive view of this trace (ipywidgets): ``"explorer"`` (default: a step slider over the
-        split), ``"timeline"`` (the timed spans; ``explorer=`` links an explorer's slider),
-        ``"placement"``, ``"topology"`` or ``"reduction"``; keyword options go to the view.
-
-        Example:
-            >>> Trace().show("nonsense")
-            Traceback (most recent call last):
-            ...
-            vizdist.views.ViewError: Trace.show has no view 'nonsense'; its views are: explorer, placement, reduction, timeline, topology.
-        """
-        return views.resolve("Trace.show", view)(self, **kwargs)
+        return views.PlotAccessor(self)
 
     @property
-    def timing(self) -> Any:
+    def show(self) -> views.ShowAccessor:
+        """This trace's interactive views (ipywidgets): ``trace.show()`` is the explorer (a step slider over
+        the split); ``trace.show("timeline", step=3)`` is ``trace.show.timeline(step=3)``; also
+        ``"placement"``, ``"topology"`` and ``"reduction"``.
+
+        Example:
+            >>> dir(Trace().show)
+            ['explorer', 'placement', 'reduction', 'timeline', 'topology']
+        """
+        return views.ShowAccessor(self)
+
+    @property
+    def timing(self) -> views.TimingAccessor:
         """This trace's timing statistics, as methods (they read ``trace.events``: record with ``timing=True``):
         ``trace.timing.overlap_summary()``, ``.most_at_once(lane=...)``, ``.tf_data_iterators()``,
         ``.map_threads()``, ``.prefetch_buffers()``, ``.empty_buffer_steps()``.
-
-        A :class:`vizdist.analysis.timeline.Timing`, found through :mod:`vizdist.views` (imported on first
-        use); ``help(trace.timing)`` says what each returns.
 
         Example:
             >>> dir(Trace().timing)[:3]
             ['empty_buffer_steps', 'map_threads', 'most_at_once']
         """
-        return views.resolve("Trace.accessor", "timing")(self)
+        return views.TimingAccessor(self)
 
     def to_chrome_trace(self, path: str | os.PathLike[str]) -> Path:
         """Write the timed spans as a Chrome / Perfetto trace file (JSON, or ``.json.gz``); returns its path."""
-        out: Path = views.resolve("Trace.export", "chrome_trace")(self, path)
-        return out
+        return views.to_chrome_trace(self, path)
 
     def ids(self, *, step: int, replica: int) -> list[int]:
         """Source ids that ``replica`` received at ``step``, in batch order."""

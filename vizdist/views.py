@@ -1,142 +1,648 @@
-"""Which function draws what: the views a trace (and other result objects) hang off themselves.
+"""The views of a trace, as real classes: ``trace.plot``, ``trace.show`` and ``trace.timing``.
 
-A :class:`~vizdist.trace.Trace` is plain data and never imports a renderer, yet
-``trace.plot.split()`` draws it and ``trace.show()`` opens its explorer. The link is this registry:
-each view is registered by name, for a kind of object, as a ``"module:function"`` *path* that is
-imported only when the view is first used. ``vizdist/__init__.py`` registers vizdist's own views,
-explicitly, in one place (:func:`register_builtin_views`); importing a renderer registers nothing.
+A :class:`~vizdist.trace.Trace` is plain data, yet ``trace.plot.split()`` draws it and ``trace.show()``
+opens its explorer. As pandas hangs ``df.plot`` off a frame (``pandas/plotting/_core.py``'s
+``PlotAccessor``), each of these is a class whose methods are the views, declared with their full
+signatures and docstrings, so ``help(trace.plot.split)``, an IDE and mypy see every parameter:
 
-An *accessor* is registered the same way, as a class built with the object: ``trace.timing`` is
-``"Trace.accessor"``'s ``timing``, whose methods are the trace's timing statistics.
+- :class:`PlotAccessor` (``trace.plot``): the matplotlib figures;
+- :class:`ShowAccessor` (``trace.show``): the interactive views; ``trace.show()`` is the explorer and
+  ``trace.show("timeline", ...)`` calls ``trace.show.timeline(...)``;
+- :class:`TimingAccessor` (``trace.timing``): the timing statistics of :mod:`vizdist.analysis.timeline`.
 
-You can register your own (the function takes the object first)::
+Each method imports its renderer (or its analysis) when it is called, so ``import vizdist`` loads no
+renderer. This module sits in the trace layer (``trace.py`` imports it) and is the one module of that
+layer that reaches up to ``analysis`` and ``render``, only ever inside a function:
+``tests/test_layers.py`` (``LAZY_UP``) holds it to that and sees each of those arrows.
 
-    vizdist.views.register("Trace", "my_view", "mypackage.views:draw")
-    trace.plot.my_view()
+Your own views register with a decorator, as pandas' ``register_dataframe_accessor`` does:
+:func:`register_view` adds a method to an accessor (``trace.plot.mine()``), :func:`register_accessor` a
+whole accessor (``trace.mine.anything()``); either warns (:class:`ViewNameWarning`) when the name is
+taken, and replaces it.
 
 Example:
-    >>> register("Demo", "twice", "builtins:repr")
-    >>> resolve("Demo", "twice")(2)
-    '2'
-    >>> sorted(names("Demo"))
-    ['twice']
+    >>> import vizdist
+    >>> t = vizdist.Trace.from_records(elements=[dict(step=0, replica=r, source_id=r) for r in range(2)])
+    >>> @register_view(PlotAccessor, "ids")
+    ... def ids(trace, *, step: int = 0) -> list[int]:
+    ...     "The ids of replica 0 at ``step``."
+    ...     return trace.ids(step=step, replica=0)
+    >>> t.plot.ids(step=0)
+    [0]
+    >>> "ids" in dir(t.plot)
+    True
+    >>> unregister_view(PlotAccessor, "ids")
 """
 
 from __future__ import annotations
 
 import functools
-import importlib
-from collections.abc import Callable, Iterator
-from typing import Any
+import inspect
+import warnings
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
-__all__ = ["ViewError", "ViewSet", "names", "register", "register_builtin_views", "resolve"]
+if TYPE_CHECKING:  # types only: nothing below is imported when this module is
+    import os
+    from pathlib import Path
 
-_VIEWS: dict[str, dict[str, str]] = {}
+    import pandas as pd
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from vizdist.render.explorer import Explorer
+    from vizdist.render.placement import PlacementView
+    from vizdist.render.reduction import ReductionView
+    from vizdist.render.timeline_widget import Timeline
+    from vizdist.render.topology import TopologyView
+    from vizdist.trace import Trace
+
+__all__ = ["PlotAccessor", "ShowAccessor", "TimingAccessor", "ViewError", "ViewNameWarning", "register_accessor",
+           "register_view", "to_chrome_trace", "unregister_view"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+C = TypeVar("C", bound=type)
 
 
 class ViewError(AttributeError):
-    """No view of that name is registered for that kind of object."""
+    """An accessor has no view of that name (the message lists the ones it has)."""
 
 
-def register(kind: str, name: str, path: str) -> None:
-    """Register ``path`` (``"package.module:function"``) as the view ``name`` of objects of ``kind``.
-
-    Raises:
-        ValueError: ``path`` is not of the form ``module:function``.
-    """
-    module, _, attr = path.partition(":")
-    if not module or not attr:
-        raise ValueError(f"a view's path is 'package.module:function'; got {path!r}.")
-    _VIEWS.setdefault(kind, {})[name] = path
+class ViewNameWarning(UserWarning):
+    """A registered view or accessor took a name that was already taken (it replaces the old one)."""
 
 
-def names(kind: str) -> list[str]:
-    """The views registered for ``kind``."""
-    return sorted(_VIEWS.get(kind, {}))
+class Accessor:
+    """What the accessors share: the object they hang off, ``dir()`` listing their views, a repr naming them."""
 
+    def __init__(self, obj: Any) -> None:
+        self._obj = obj
 
-def resolve(kind: str, name: str) -> Callable[..., Any]:
-    """The function registered as view ``name`` of ``kind`` (its module imported now)."""
-    path = _VIEWS.get(kind, {}).get(name)
-    if path is None:
-        raise ViewError(f"{kind} has no view {name!r}; its views are: {', '.join(names(kind)) or 'none'}.")
-    module, _, attr = path.partition(":")
-    fn: Callable[..., Any] = getattr(importlib.import_module(module), attr)
-    return fn
-
-
-def has(kind: str, name: str) -> bool:
-    """Whether ``kind`` has a view ``name``."""
-    return name in _VIEWS.get(kind, {})
-
-
-class ViewSet:
-    """The views of one object as methods: ``obj.plot.split()`` calls the ``split`` view with ``obj``.
-
-    Example:
-        >>> register("Demo", "twice", "builtins:repr")
-        >>> ViewSet("Demo", 21).twice()
-        '21'
-    """
-
-    def __init__(self, kind: str, obj: Any) -> None:
-        self._kind, self._obj = kind, obj
-
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return functools.partial(resolve(self._kind, name), self._obj)
+    @classmethod
+    def views(cls) -> list[str]:
+        """The names of this accessor's views (its public methods, registered ones too)."""
+        return sorted(name for name in dir(cls) if not name.startswith("_") and name != "views"
+                      and callable(getattr(cls, name)))
 
     def __dir__(self) -> list[str]:
-        return names(self._kind)
+        return self.views()
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(names(self._kind))
+    if not TYPE_CHECKING:  # hidden from mypy, which then still flags a misspelt view
+
+        def __getattr__(self, name: str) -> Any:
+            # only reached for a name the class does not have: say which views there are
+            if name.startswith("_"):
+                raise AttributeError(name)
+            raise ViewError(f"{type(self).__name__} has no view {name!r}; its views are: "
+                            f"{', '.join(self.views())}.")
 
     def __repr__(self) -> str:
-        return f"<views of a {self._kind}: {', '.join(names(self._kind))}>"
+        return f"<{type(self).__name__} of a {type(self._obj).__name__}: {', '.join(self.views())}>"
 
 
-#: vizdist's own views: kind -> {view name: "module:function"}.
-BUILTIN = {
-    "Trace": {
-        "split": "vizdist.render.figures:plot_split",
-        "timeline": "vizdist.render.timeline_figure:plot_timeline",
-        "coverage": "vizdist.render.service:plot_coverage",
-        "streams": "vizdist.render.service:plot_streams",
-        "placement": "vizdist.render.placement:plot_placement",
-        "closures": "vizdist.render.parameter_server:plot_closures",
-        "variable_shards": "vizdist.render.parameter_server:plot_variable_shards",
-        "topology": "vizdist.render.topology:plot_topology",
-    },
-    "Trace.show": {
-        "explorer": "vizdist.render.explorer:show",
-        "timeline": "vizdist.render.timeline_widget:timeline",
-        "placement": "vizdist.render.placement:show_placement",
-        "topology": "vizdist.render.topology:show_topology",
-        "reduction": "vizdist.render.reduction:show_reduction",
-    },
-    "Trace.export": {
-        "chrome_trace": "vizdist.render.export:to_chrome_trace",
-    },
-    # accessors: trace.<name> is this class built with the trace (its methods take no trace)
-    "Trace.accessor": {
-        "timing": "vizdist.analysis.timeline:Timing",
-    },
-    "ShardComparison": {
-        "plot": "vizdist.render.sharding:plot_shard_policies",
-        "html": "vizdist.render.sharding:shard_policies_html",
-    },
-    "Topology": {
-        "plot": "vizdist.render.topology:plot_topology",
-        "html": "vizdist.render.topology:topology_html",
-        "png": "vizdist.render.topology:topology_png",
-    },
-}
+# -- trace.plot ----------------------------------------------------------------------------------
+class PlotAccessor(Accessor):
+    """A trace's figures (matplotlib), one method per view: ``trace.plot.split()``, ``.timeline()``, ...
+
+    Each draws with the renderer of the same name in :mod:`vizdist.render` (imported when called) and
+    returns the matplotlib ``Figure``, whose repr says what it drew.
+
+    Example:
+        >>> import vizdist
+        >>> PlotAccessor.views()
+        ['closures', 'coverage', 'placement', 'split', 'streams', 'timeline', 'topology', 'variable_shards']
+    """
+
+    _obj: Trace
+
+    def split(self, *, max_steps: int = 12, max_replicas: int = 16, phase: str | None = None,
+              epoch: int | None = None, cmap: str = "viridis", title: str | None = None,
+              ax: Axes | None = None) -> Figure:
+        """Draw steps × replicas: each cell lists the element ids that replica got.
+
+        Cells are coloured by the ids' position in source order (dark = early), empty batches are
+        hatched and labelled, partial ones are marked.
+
+        Args:
+            max_steps: draw at most this many steps (the title says how many exist).
+            max_replicas: draw at most this many replicas (the first ones; the title says how many exist).
+            phase, epoch: for a ``vizdist.record()`` trace, draw only the steps of that phase (``"train"``,
+                ``"validation"``, ``"evaluate"``, ``"predict"``, ``"build"``, ``"loop"``) and that epoch.
+            cmap: matplotlib colormap for source order.
+            title: figure title (default: strategy, replicas, global batch).
+            ax: draw into this Axes instead of a new figure.
+
+        Example:
+            >>> import vizdist
+            >>> t = vizdist.Trace.from_records(
+            ...     elements=[dict(step=0, replica=r, source_id=r, position=0) for r in range(2)])
+            >>> len(t.plot.split().axes)
+            1
+        """
+        from vizdist.render.figures import plot_split
+
+        fig: Figure = plot_split(self._obj, max_steps=max_steps, max_replicas=max_replicas, phase=phase,
+                                 epoch=epoch, cmap=cmap, title=title, ax=ax)
+        return fig
+
+    def timeline(self, *, steps: tuple[int, int] | None = None, workers: list[int] | None = None,
+                 highlight_step: int | None = None, time_range_ms: tuple[float, float] | None = None,
+                 show_buffer: bool = True, show_idle_lanes: bool = False, title: str | None = None,
+                 ax: Axes | None = None, figsize: tuple[float, float] | None = None) -> Figure:
+        """Draw the timed spans (a trace recorded with ``timing=True``) as a static timeline.
+
+        Args:
+            steps: only spans of steps ``lo..hi`` (inclusive).
+            workers: only these workers.
+            highlight_step: outline this step's spans (the others fade).
+            time_range_ms: x limits in ms from the first span.
+            show_buffer: add a strip with the measured prefetch buffer depth (when the trace holds
+                profiler spans).
+            show_idle_lanes: also draw lanes that carry nothing in the drawn time range (by default they
+                are left out and the figure lists them).
+            title: axes title (default: the strategy and the span count).
+            ax: draw into this axes (then no buffer strip is added).
+            figsize: figure size in inches.
+
+        Example:
+            >>> import vizdist
+            >>> t = vizdist.Trace.from_records(events=[
+            ...     dict(lane="w0 host", stage="consume", step=s, t_start_ns=s * 10**6,
+            ...          t_end_ns=s * 10**6 + 500_000) for s in range(3)])
+            >>> len(t.plot.timeline(highlight_step=1).axes)
+            1
+        """
+        from vizdist.render.timeline_figure import plot_timeline
+
+        return plot_timeline(self._obj, steps=steps, workers=workers, highlight_step=highlight_step,
+                             time_range_ms=time_range_ms, show_buffer=show_buffer, show_idle_lanes=show_idle_lanes,
+                             title=title, ax=ax, figsize=figsize)
+
+    def coverage(self, *, max_elements: int = 80, title: str | None = None, ax: Axes | None = None) -> Figure:
+        """Draw workers × source elements of a tf.data service trace, each cell the copies delivered.
+
+        Args:
+            max_elements: draw at most this many source ids (the title says how many exist).
+            title: figure title (default: the processing mode / sharding policy).
+            ax: draw into this Axes instead of a new figure.
+
+        Example:
+            >>> import vizdist
+            >>> t = vizdist.Trace.from_records(elements=[dict(worker=w, source_id=0) for w in range(2)],
+            ...                                meta={"sharding_policy": "OFF"})
+            >>> len(t.plot.coverage().axes)
+            1
+        """
+        from vizdist.render.service import plot_coverage
+
+        fig: Figure = plot_coverage(self._obj, max_elements=max_elements, title=title, ax=ax)
+        return fig
+
+    def streams(self, *, max_elements: int = 400, title: str | None = None, ax: Axes | None = None) -> Figure:
+        """Draw what each consumer (or replica) of a tf.data service received, in arrival order, by worker.
+
+        Args:
+            max_elements: draw at most this many elements per lane.
+            title: figure title.
+            ax: draw into this Axes instead of a new figure.
+
+        Example:
+            >>> import vizdist
+            >>> t = vizdist.Trace.from_records(elements=[dict(step=i, worker=i % 2, consumer=0, source_id=i,
+            ...                                               order=i) for i in range(4)])
+            >>> t.plot.streams().axes[0].get_xlabel()
+            'arrival order in the stream'
+        """
+        from vizdist.render.service import plot_streams
+
+        fig: Figure = plot_streams(self._obj, max_elements=max_elements, title=title, ax=ax)
+        return fig
+
+    def placement(self, *, step: int | None = None, max_rows: int = 40, ax: Axes | None = None) -> Figure:
+        """Draw devices × ops (grouped by stage) of a trace recorded with ``placement=True``, copies as arrows.
+
+        Args:
+            step: show only what ran in this step (plus step-less pipeline/host ops).
+            max_rows: draw at most this many op rows (the title says how many exist).
+            ax: draw into this Axes instead of a new figure.
+
+        Example:
+            >>> import vizdist
+            >>> t = vizdist.Trace.from_records(meta={"placement": {"ops": [
+            ...     dict(stage="step", op_type="Mul", graph="step", device="CPU:1", count=2)], "copies": []}})
+            >>> len(t.plot.placement().axes)
+            1
+        """
+        from vizdist.render.placement import plot_placement
+
+        fig: Figure = plot_placement(self._obj, step=step, max_rows=max_rows, ax=ax)
+        return fig
+
+    def closures(self, *, width: float = 10.0, row_height: float = 0.6) -> Figure:
+        """Draw which worker ran each closure of a parameter-server trace, attempt by attempt.
+
+        Args:
+            width: figure width in inches.
+            row_height: height per worker, in inches.
+
+        Example:
+            >>> import vizdist
+            >>> t = vizdist.Trace(meta={"kind": "parameter_server", "num_workers": 1, "closures": [
+            ...     {"closure": 0, "worker": 0, "status": "done", "attempts": [
+            ...         {"worker": 0, "outcome": "done", "t_start_ns": 1}]}]})
+            >>> t.plot.closures()
+            <Figure: 1 closure(s), 1 attempt(s) on worker(s) [0]; outcomes: done 1>
+        """
+        from vizdist.render.parameter_server import plot_closures
+
+        fig: Figure = plot_closures(self._obj, width=width, row_height=row_height)
+        return fig
+
+    def variable_shards(self, *, width: float = 10.0, row_height: float = 0.7) -> Figure:
+        """Draw how each variable of a parameter-server trace was cut into shards, and which ps holds each.
+
+        Args:
+            width: figure width in inches.
+            row_height: height per variable, in inches.
+
+        Example:
+            >>> import vizdist
+            >>> t = vizdist.Trace(meta={"kind": "parameter_server", "variables": [dict(
+            ...     variable="v", shard=0, shards=1, shape=[8], rows="0:8", bytes=32, job="ps", task=0)]})
+            >>> len(t.plot.variable_shards().axes)   # the shards, and the bytes per ps task
+            2
+        """
+        from vizdist.render.parameter_server import plot_variable_shards
+
+        fig: Figure = plot_variable_shards(self._obj, width=width, row_height=row_height)
+        return fig
+
+    def topology(self, *, highlight: str | None = None, title: str | None = None, ax: Axes | None = None) -> Figure:
+        """Draw the run's tasks and who connects to whom (``vizdist.topology(trace).plot()``).
+
+        Args:
+            highlight: a task name (``"worker:1"``): its links stay bright, the rest fade.
+            title: figure title (default: the mode and where it was read from).
+            ax: draw into this Axes instead of a new figure.
+
+        Example:
+            >>> import vizdist
+            >>> vizdist.Trace(meta={"devices": ["CPU:0", "CPU:1"]}).plot.topology()
+            <Figure: topology (single): tasks localhost:0; links none; network not recorded>
+        """
+        from vizdist.render.topology import plot_topology
+
+        fig: Figure = plot_topology(self._obj, highlight=highlight, title=title, ax=ax)
+        return fig
 
 
-def register_builtin_views() -> None:
-    """Register vizdist's own views (:data:`BUILTIN`); ``vizdist/__init__.py`` calls it once."""
-    for kind, views in BUILTIN.items():
-        for name, path in views.items():
-            register(kind, name, path)
+# -- trace.show ----------------------------------------------------------------------------------
+class ShowAccessor(Accessor):
+    """A trace's interactive views (ipywidgets, each with a static fallback for GitHub and nbval).
+
+    ``trace.show()`` opens the explorer; ``trace.show("timeline", step=3)`` is ``trace.show.timeline(step=3)``.
+
+    Example:
+        >>> ShowAccessor.views()
+        ['explorer', 'placement', 'reduction', 'timeline', 'topology']
+    """
+
+    _obj: Trace
+
+    def __call__(self, view: str = "explorer", **kwargs: Any) -> Any:
+        """The view named ``view`` (default: the explorer), with ``kwargs`` as its options.
+
+        Example:
+            >>> import vizdist
+            >>> vizdist.Trace().show("nonsense")
+            Traceback (most recent call last):
+            ...
+            vizdist.views.ViewError: ShowAccessor has no view 'nonsense'; its views are: explorer, placement, reduction, timeline, topology.
+        """
+        if view.startswith("_") or view not in self.views():
+            raise ViewError(f"{type(self).__name__} has no view {view!r}; its views are: {', '.join(self.views())}.")
+        return getattr(self, view)(**kwargs)
+
+    def explorer(self, *, max_steps: int = 50) -> Explorer:
+        """The step explorer: a step slider over the split (a live widget with a static fallback).
+
+        Args:
+            max_steps: steps included in the static (GitHub/nbval) view.
+
+        Example:
+            >>> import vizdist
+            >>> t = vizdist.Trace.from_records(
+            ...     elements=[dict(step=s, replica=r, source_id=2 * s + r, position=0)
+            ...               for s in range(2) for r in range(2)])
+            >>> ex = t.show.explorer()
+            >>> ex.step = 1
+            >>> "data-step=\\"1\\"" in ex.cards.children[0].value
+            True
+        """
+        from vizdist.render.explorer import show
+
+        return show(self._obj, max_steps=max_steps)
+
+    def timeline(self, *, explorer: Any = None, step: int | None = None, show_idle_lanes: bool = False) -> Timeline:
+        """The interactive timeline of a trace recorded with ``timing=True``.
+
+        Args:
+            explorer: a step explorer (``trace.show()``) whose step slider highlights that step's spans here.
+            step: a step to highlight and zoom to at the start.
+            show_idle_lanes: also draw lanes that carry nothing in view (hidden by default).
+
+        Raises:
+            ValueError: the trace has no timed spans.
+
+        Example:
+            >>> import vizdist
+            >>> t = vizdist.Trace.from_records(events=[
+            ...     dict(lane="w0 host", stage="transfer", step=0, t_start_ns=0, t_end_ns=10**6)])
+            >>> t.show.timeline(step=0).step
+            0
+        """
+        from vizdist.render.timeline_widget import timeline
+
+        return timeline(self._obj, explorer=explorer, step=step, show_idle_lanes=show_idle_lanes)
+
+    def placement(self, *, step: int | None = None) -> PlacementView:
+        """Where every op ran (a trace recorded with ``placement=True``); ``.widget()`` for the live view.
+
+        Args:
+            step: show only what ran in this step (plus step-less pipeline/host ops).
+
+        Example:
+            >>> import vizdist
+            >>> vizdist.Trace(meta={"placement": {"ops": [], "copies": []}}).show.placement().layout["rows"]
+            []
+        """
+        from vizdist.render.placement import show_placement
+
+        return show_placement(self._obj, step=step)
+
+    def topology(self) -> TopologyView:
+        """The run's tasks and links, as text, HTML and PNG; ``.widget()`` picks a task.
+
+        Example:
+            >>> import vizdist
+            >>> vizdist.Trace(meta={"devices": ["CPU:0"]}).show.topology().topology.mode
+            'single'
+        """
+        from vizdist.render.topology import show_topology
+
+        return show_topology(self._obj)
+
+    def reduction(self, *, index: int = 0) -> ReductionView:
+        """Reduction ``index`` of a ``vizdist.trace_reduction`` trace, step by step; ``.widget()`` plays it.
+
+        Args:
+            index: which of the trace's reductions.
+
+        Example:
+            >>> import vizdist
+            >>> vizdist.Trace().show.reduction()
+            Traceback (most recent call last):
+            ...
+            ValueError: this trace has no reductions: record one with vizdist.trace_reduction(strategy, values).
+        """
+        from vizdist.render.reduction import show_reduction
+
+        return show_reduction(self._obj, index=index)
+
+
+# -- trace.timing --------------------------------------------------------------------------------
+class TimingAccessor(Accessor):
+    """A trace's timing statistics, one method each (they read ``trace.events``: record with ``timing=True``).
+
+    Each is the function of the same name in :mod:`vizdist.analysis.timeline` with this trace first;
+    that function's docstring says more.
+
+    Example:
+        >>> import vizdist
+        >>> t = vizdist.Trace.from_records(events=[
+        ...     dict(lane="w0 host", stage="transfer", step=0, t_start_ns=0, t_end_ns=2_000_000),
+        ...     dict(lane="w0 host", stage="consume", step=0, t_start_ns=2_000_000, t_end_ns=3_000_000)])
+        >>> t.timing.overlap_summary()["bound"]
+        'input'
+        >>> dir(t.timing)
+        ['empty_buffer_steps', 'map_threads', 'most_at_once', 'overlap_summary', 'prefetch_buffers', 'tf_data_iterators']
+    """
+
+    _obj: Trace
+
+    def overlap_summary(self) -> dict[str, Any]:
+        """How input production overlapped the steps: ``wait_ms``, ``step_ms``, ``producer_busy_ms``,
+        ``warmup_ms``, ``overlap``, ``bound`` (``"input"`` or ``"step"``), ``buffer_fill``
+        (:func:`vizdist.analysis.timeline.overlap_summary` defines each).
+
+        Example:
+            >>> import vizdist
+            >>> t = vizdist.Trace.from_records(events=[
+            ...     dict(lane="w0 host", stage="transfer", step=0, t_start_ns=0, t_end_ns=2),
+            ...     dict(lane="w0 host", stage="consume", step=0, t_start_ns=2, t_end_ns=10),
+            ...     dict(lane="w0 t", stage="map", step=1, t_start_ns=2, t_end_ns=8)])
+            >>> s = t.timing.overlap_summary()
+            >>> s["bound"], s["overlap"]
+            ('step', 1.0)
+        """
+        from vizdist.analysis.timeline import overlap_summary
+
+        return overlap_summary(self._obj)
+
+    def most_at_once(self, *, lane: str | None = None) -> int:
+        """The most spans that were running at the same moment; ``lane`` keeps only the events whose lane
+        contains that text (``"replica"``: the replicas' step functions). Spans that touch do not overlap.
+
+        Example:
+            >>> import vizdist
+            >>> t = vizdist.Trace.from_records(events=[
+            ...     dict(lane=f"w0 replica {r}", stage="consume", step=0, t_start_ns=r, t_end_ns=10)
+            ...     for r in range(2)])
+            >>> t.timing.most_at_once(lane="replica")
+            2
+        """
+        from vizdist.analysis.timeline import most_at_once
+
+        return most_at_once(self._obj, lane=lane)
+
+    def tf_data_iterators(self) -> list[str]:
+        """The tf.data iterators the profiler saw, by path (``Root`` is the one your loop calls).
+
+        Example:
+            >>> import vizdist
+            >>> t = vizdist.Trace.from_records(events=[dict(
+            ...     lane="w0 t", stage="map", step=0, t_start_ns=0, t_end_ns=1, op="Iterator::Root::Map")])
+            >>> t.timing.tf_data_iterators()
+            ['Root::Map']
+        """
+        from vizdist.analysis.timeline import tf_data_iterators
+
+        return tf_data_iterators(self._obj)
+
+    def map_threads(self) -> list[str]:
+        """Where the ``map`` spans ran: ``"the caller's thread"`` and/or ``"tf.data threads"``.
+
+        Example:
+            >>> import vizdist
+            >>> t = vizdist.Trace.from_records(events=[
+            ...     dict(lane="w0 tf.data thread 0", stage="map", step=0, t_start_ns=0, t_end_ns=1)])
+            >>> t.timing.map_threads()
+            ['tf.data threads']
+        """
+        from vizdist.analysis.timeline import map_threads
+
+        return map_threads(self._obj)
+
+    def prefetch_buffers(self) -> pd.DataFrame:
+        """Each prefetch buffer the profiler saw (a table): one row per iterator path and lane, with the
+        largest ``limit`` and ``max_buffered`` reported there.
+
+        Example:
+            >>> import vizdist
+            >>> t = vizdist.Trace.from_records(events=[dict(
+            ...     lane="w0 tf.data (caller)", stage="prefetch", step=0, t_start_ns=0, t_end_ns=1,
+            ...     op="Iterator::Root::Prefetch", buffered=1, buffer_limit=2)])
+            >>> t.timing.prefetch_buffers().to_dict("index")
+            {('Root::Prefetch', 'caller lane'): {'limit': 2, 'max_buffered': 1}}
+        """
+        from vizdist.analysis.timeline import prefetch_buffers
+
+        return prefetch_buffers(self._obj)
+
+    def empty_buffer_steps(self) -> dict[str, int]:
+        """At how many steps a replica found the buffer on the caller lane empty:
+        ``{"limit": its limit, "steps": steps seen, "empty": steps where it was empty}``.
+
+        Example:
+            >>> import vizdist
+            >>> t = vizdist.Trace.from_records(events=[dict(
+            ...     lane="w0 tf.data (caller)", stage="prefetch", step=s, t_start_ns=s, t_end_ns=s + 1,
+            ...     op="Iterator::Root::Prefetch", buffered=s % 2, buffer_limit=1) for s in range(4)])
+            >>> t.timing.empty_buffer_steps()
+            {'limit': 1, 'steps': 4, 'empty': 2}
+        """
+        from vizdist.analysis.timeline import empty_buffer_steps
+
+        return empty_buffer_steps(self._obj)
+
+
+# -- export --------------------------------------------------------------------------------------
+def to_chrome_trace(trace: Trace, path: str | os.PathLike[str]) -> Path:
+    """Write ``trace``'s timed spans as a Chrome / Perfetto trace file (``Trace.to_chrome_trace`` calls this).
+
+    Example:
+        >>> import vizdist, tempfile, os
+        >>> t = vizdist.Trace.from_records(events=[
+        ...     dict(lane="w0 host", stage="transfer", step=0, t_start_ns=0, t_end_ns=10)])
+        >>> t.to_chrome_trace(os.path.join(tempfile.mkdtemp(), "t.json")).name
+        't.json'
+    """
+    from vizdist.render.export import to_chrome_trace as export
+
+    return export(trace, path)
+
+
+# -- registering your own ------------------------------------------------------------------------
+def _warn_taken(owner: type, name: str, what: str) -> None:
+    if hasattr(owner, name):
+        warnings.warn(f"registering {what} {name!r} for {owner.__name__} replaces the attribute of that name it "
+                      "already has; choose another name to keep both.", ViewNameWarning, stacklevel=3)
+
+
+def register_view(accessor: type[Accessor], name: str) -> Callable[[F], F]:
+    """Add ``fn(obj, ...)`` to ``accessor`` as the view ``name``: ``trace.plot.<name>(...)`` calls ``fn(trace, ...)``.
+
+    Use as a decorator. ``help(trace.plot.<name>)`` shows ``fn``'s docstring and its signature without the
+    trace. A name the accessor already has is replaced, with a :class:`ViewNameWarning`.
+
+    Args:
+        accessor: :class:`PlotAccessor`, :class:`ShowAccessor` or :class:`TimingAccessor` (or an accessor
+            class of your own, see :func:`register_accessor`).
+        name: the view's name.
+
+    Example:
+        >>> import vizdist, warnings
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     register_view(PlotAccessor, "split")(lambda trace: "mine")
+        ...     unregister_view(PlotAccessor, "split")
+        <function <lambda> at ...>
+        >>> [type(w.message).__name__ for w in caught]
+        ['ViewNameWarning']
+    """
+    if not (isinstance(accessor, type) and issubclass(accessor, Accessor)):
+        raise TypeError(f"register_view adds a view to an accessor class of vizdist.views (PlotAccessor, "
+                        f"ShowAccessor, TimingAccessor, or one of yours); got {accessor!r}.")
+    if not name.isidentifier() or name.startswith("_"):
+        raise ValueError(f"a view's name is a public Python name (letters, digits, _; not starting with _); "
+                         f"got {name!r}.")
+
+    def decorator(fn: F) -> F:
+        _warn_taken(accessor, name, "the view")
+
+        @functools.wraps(fn)
+        def view(self: Accessor, *args: Any, **kwargs: Any) -> Any:
+            return fn(self._obj, *args, **kwargs)
+
+        sig = inspect.signature(fn)
+        own = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)  # in fn: the object drawn
+        # help() and inspect read it: fn's signature, with self for the object's parameter
+        view.__signature__ = sig.replace(parameters=[own, *list(sig.parameters.values())[1:]])  # type: ignore[attr-defined]  # a function object takes any attribute
+        _REPLACED.setdefault((accessor, name), accessor.__dict__.get(name))
+        setattr(accessor, name, view)
+        return fn
+
+    return decorator
+
+
+def unregister_view(accessor: type[Accessor], name: str) -> None:
+    """Undo :func:`register_view`: the accessor gets back what it had under ``name`` (or nothing)."""
+    old = _REPLACED.pop((accessor, name), None)
+    if old is None:
+        delattr(accessor, name)
+    else:
+        setattr(accessor, name, old)
+
+
+_REPLACED: dict[tuple[type, str], Any] = {}
+
+
+class _Built:
+    """The descriptor behind a registered accessor: ``obj.<name>`` is ``cls(obj)``; the class itself on ``Owner``."""
+
+    def __init__(self, cls: type) -> None:
+        self.cls = cls
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        return self.cls if obj is None else self.cls(obj)
+
+
+def register_accessor(owner: type, name: str) -> Callable[[C], C]:
+    """Hang a class of your own off ``owner``'s objects: ``obj.<name>`` is ``cls(obj)`` (pandas'
+    ``register_dataframe_accessor``). Use as a decorator on the class.
+
+    A name ``owner`` already has is replaced, with a :class:`ViewNameWarning`.
+
+    Args:
+        owner: the class whose objects get the accessor (:class:`vizdist.Trace`, say).
+        name: the attribute's name.
+
+    Example:
+        >>> import vizdist
+        >>> @register_accessor(vizdist.Trace, "sizes")
+        ... class Sizes(Accessor):
+        ...     def elements(self) -> int:
+        ...         return len(self._obj.elements)
+        >>> vizdist.Trace.from_records(elements=[dict(step=0)]).sizes.elements()
+        1
+        >>> del vizdist.Trace.sizes
+    """
+    if not name.isidentifier() or name.startswith("_"):
+        raise ValueError(f"an accessor's name is a public Python name; got {name!r}.")
+
+    def decorator(cls: C) -> C:
+        _warn_taken(owner, name, "the accessor")
+        setattr(owner, name, _Built(cls))
+        return cls
+
+    return decorator

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 import vizdist
-from vizdist.analysis.timeline import Timing, most_at_once
+from vizdist.analysis.timeline import most_at_once
 from vizdist.trace import Trace
+from vizdist.views import TimingAccessor
 
 
 def _trace() -> Trace:
@@ -63,30 +64,26 @@ STATISTICS = ["empty_buffer_steps", "map_threads", "most_at_once", "overlap_summ
 
 def test_the_accessor_lists_its_statistics_for_help_and_tab_completion():
     t = _trace()
-    assert isinstance(t.timing, Timing)
+    assert isinstance(t.timing, TimingAccessor)
     assert dir(t.timing) == STATISTICS
     text = pydoc.render_doc(t.timing, renderer=pydoc.plaintext)
     assert all(f"{name}(self" in text for name in STATISTICS)
-    assert all(getattr(Timing, name).__doc__ for name in STATISTICS)
+    assert all(getattr(TimingAccessor, name).__doc__ for name in STATISTICS)
 
 
 def test_import_vizdist_imports_no_timing_statistics():
-    """``trace.timing`` is registered by name in vizdist/__init__.py and imported on first use."""
-    code = ("import sys, vizdist; t = vizdist.Trace(); before = 'vizdist.analysis.timeline' in sys.modules\n"
-            "t.timing; print(before, 'vizdist.analysis.timeline' in sys.modules)")
+    """``trace.timing`` is a class of vizdist.views whose methods import the statistics when called."""
+    code = ("import sys, vizdist; t = vizdist.Trace(); t.timing; before = 'vizdist.analysis.timeline' in sys.modules\n"
+            "t.timing.map_threads(); print(before, 'vizdist.analysis.timeline' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
                          cwd=Path(__file__).resolve().parents[2])  # this checkout's vizdist, from any folder
     assert out.stdout.split() == ["False", "True"]
 
 
-def test_top_level_timing_statistics_are_deprecated_aliases():
-    """``vizdist.most_at_once(trace)`` and the rest still work for one release, warn, and left ``__all__``."""
-    t = _trace()
+def test_top_level_timing_statistics_are_gone_and_say_where_they_went():
+    """``vizdist.most_at_once(trace)`` and the rest went in 0.2.0 (CHANGELOG.md): asking for one says what to write."""
     for name in STATISTICS:
-        with pytest.warns(DeprecationWarning, match=rf"vizdist.{name} is deprecated: use trace.timing.{name}\("):
-            old = getattr(vizdist, name)(t)
-        new = getattr(t.timing, name)()
-        assert old.equals(new) if name == "prefetch_buffers" else repr(old) == repr(new), name  # repr: NaN
+        with pytest.raises(AttributeError, match=rf"vizdist.{name} is gone .*: use trace.timing.{name}\("):
+            getattr(vizdist, name)
         assert name not in vizdist.__all__
-    with pytest.warns(DeprecationWarning, match=r"vizdist.analysis.timeline.most_at_once\(pairs\)"):
-        assert vizdist.most_at_once([(0, 2), (1, 3)]) == 2
+    assert most_at_once([(0, 2), (1, 3)]) == 2  # the function of (start, end) pairs, where it lives

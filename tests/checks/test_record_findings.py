@@ -117,6 +117,6 @@ def test_placement_and_timing_errors_name_record(tf, mirrored):
         for _ in mirrored.experimental_distribute_dataset(tf.data.Dataset.range(8).batch(4)):
             pass
     with pytest.raises(ValueError, match=re.escape("vizdist.record(placement=True)")):
-        vizdist.plot_placement(rec.trace)
+        rec.trace.plot.placement()
     with pytest.raises(ValueError, match=re.escape("vizdist.record(timing=True)")):
         rec.trace.plot.timeline()

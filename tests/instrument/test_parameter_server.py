@@ -296,7 +296,7 @@ def test_variable_shards_are_plain_tfs_and_drawn(ps_run: Trace) -> None:
         assert [[r["device"], r["shape"]] for r in rows] == plain, name  # JSON made the tuples lists
         assert [r["bytes"] for r in rows] == [4 * s[0] * s[1] for _, s in plain]
         assert all(r["updates"] == STEPS for r in rows)  # every closure updated every shard once
-    fig = vizdist.plot_variable_shards(ps_run)
+    fig = ps_run.plot.variable_shards()
     text = repr(fig)
     for name, plain in zip(PARTITIONERS, ps_run.meta["plain_shards"], strict=True):
         cells = " ".join(f"{shape}@ps{int(dev.split('task:')[1].split('/')[0])}" for dev, shape in plain)
@@ -350,7 +350,7 @@ def test_a_lost_ps_fails_the_closures_and_the_trace_keeps_what_finished(ps_lost:
     assert all(r["updates"] >= 3 for r in m["variables"] if r["task"] == 0)
     found = vizdist.diagnose(ps_lost).query("code == 'ps-ps-lost'")
     assert found["severity"].tolist() == ["error"] and "ps 1 was lost" in found["message"].iloc[0]
-    fig = vizdist.plot_closures(ps_lost)
+    fig = ps_lost.plot.closures()
     # schedule() may raise the lost ps's error before all STEPS are scheduled: those were never closures
     assert repr(fig).endswith("lost: ps-1>") and f"{m['steps_scheduled']} closure(s)" in repr(fig)
     assert m["steps_scheduled"] == len(m["closures"]) and m["steps_requested"] == STEPS

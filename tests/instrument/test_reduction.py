@@ -36,7 +36,7 @@ def test_strategy_reduce_matches_plain_tf(tf, strategy, op, axis):
     assert r["expected"] == pytest.approx(r["results"][0]["value"])
     assert r["cross_device_ops"] == type(strategy.extended._cross_device_ops).__name__
     assert any(o["op_type"] == "AddN" for o in r["ops"])  # the sum itself, on a recorded device
-    assert "reduction: Strategy.reduce" in repr(vizdist.show_reduction(t))
+    assert "reduction: Strategy.reduce" in repr(t.show.reduction())
 
 
 @pytest.mark.parametrize("how", ["all_reduce", "all_gather", "merge_call"])
@@ -84,7 +84,7 @@ def test_distributed_values_in_trace_distribution_no_longer_type_error(tf, mirro
 def test_mirrored_variable_copies_are_on_every_replica(tf, mirrored):
     with mirrored.scope():
         v = tf.Variable([1.0, 2.0])
-    comps = vizdist.trace_values(mirrored, v).meta["distributed_values"][0]["components"]
+    comps = vizdist.trace_distribution(mirrored, v).meta["distributed_values"][0]["components"]
     assert [c["device"] for c in comps] == [short_device(x.device) for x in mirrored.experimental_local_results(v)]
     assert {c["type"] for c in comps} == {"MirroredVariable"}
 
@@ -295,4 +295,4 @@ def test_mwms_reduction_view_steps_through_both_workers(mwms):
     meet = lay["frames"][1]["cells"]
     assert all("CollectiveReduceV2" in meet[d] for d in lay["devices"])
     assert "RingReduce" in lay["title"] and "ring" in lay["title"]
-    assert len(vizdist.show_reduction(trace, index=0).widget().children) == 2  # Play + slider, and the frames
+    assert len(trace.show.reduction(index=0).widget().children) == 2  # Play + slider, and the frames

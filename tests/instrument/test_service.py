@@ -185,7 +185,7 @@ def test_service_to_mirrored_replicas_in_one_trace(tf, service, mirrored):
 def test_explorer_cards_name_the_service_worker_of_each_step(tf, service, mirrored):
     """Not one worker per replica: under DATA, global batch k comes from worker k % 2 (TF's rule)."""
     t = service.trace(tf.data.Dataset.range(16).batch(4), sharding_policy="DATA", strategy=mirrored, progress=False)
-    ex = vizdist.show(t)
+    ex = t.show()
     e = t.elements
     checked = 0
     for step in sorted(set(e["step"])):

@@ -247,8 +247,8 @@ def test_a_tpu_shaped_trace_validates_round_trips_and_renders(tmp_path) -> None:
     for h in hosts:
         assert list(h.devices) == [tpu.tpu_device_name_at_coordinates(c, job="worker")
                                    for c in tpu.device_coordinates[h.index]]
-    assert repr(vizdist.plot_topology(loaded)).startswith("<Figure: topology (tpu): tasks client:0, worker:0, worker:1")
-    assert "TPU v2-8 (shape only): 2 host(s) x 4 core(s), mesh 2x2x1x2" in vizdist.show_topology(loaded).static_html()
+    assert repr(loaded.plot.topology()).startswith("<Figure: topology (tpu): tasks client:0, worker:0, worker:1")
+    assert "TPU v2-8 (shape only): 2 host(s) x 4 core(s), mesh 2x2x1x2" in loaded.show.topology().static_html()
 
 
 def test_a_tpu_meta_of_the_wrong_shape_is_refused_naming_the_key() -> None:

@@ -481,7 +481,7 @@ def test_timing_under_record_spans_each_read_and_the_step_between(tf, mirrored):
     import matplotlib
 
     matplotlib.use("Agg")
-    assert vizdist.plot_timeline(rec.trace) is not None
+    assert rec.trace.plot.timeline() is not None
 
 
 def test_timing_under_record_inside_keras_fit(tf, keras, mirrored):

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 import vizdist
+from vizdist.render.topology import plot_topology
 from vizdist.trace import Trace, load_trace
 
 GUARD_S = 120  # far above what a bounded view takes (seconds, also on a loaded machine); unbounded: minutes
@@ -117,15 +118,15 @@ def test_to_chrome_trace_streams_its_events(tmp_path):
 
 
 def test_a_megabyte_network_address_draws_cut():
-    from vizdist.render.topology import topology_layout
+    from vizdist.render.topology_layout import topology_layout
 
     big = "h" * 1_000_000 + ":1"
     t = Trace.from_records(elements=[dict(step=0, replica=0, source_id=0)],
                            meta={"network": {"addresses": {"worker": [big, "h:2"]}, "listening": {"worker:0": [big]},
                                              "connections": {"worker:0": [big]}}})
     lay = _timed(lambda: topology_layout(t))
-    assert sum(len(line) for node in lay["nodes"] for line in node["lines"]) < 2_000
-    fig = _timed(lambda: vizdist.plot_topology(t))
+    assert sum(len(line) for node in lay.nodes for line in node["lines"]) < 2_000
+    fig = _timed(lambda: plot_topology(t))
     assert max(len(x.get_text()) for x in fig.findobj(matplotlib.text.Text)) <= 120
     assert _png(fig).startswith(b"\x89PNG")
     from vizdist.render.topology import topology_html
@@ -135,13 +136,13 @@ def test_a_megabyte_network_address_draws_cut():
 
 
 def test_10000_workers_in_a_topology_draw_a_bounded_figure():
-    from vizdist.render.topology import topology_layout
+    from vizdist.render.topology_layout import topology_layout
 
     n = 10_000
     spec = {"worker": [f"h{i}:1" for i in range(n)]}
     lay = _timed(lambda: topology_layout(spec))
-    assert len(lay["nodes"]) <= 65 and any(f"{n - 64:,} more tasks" in note for note in lay["notes"])
-    assert _png(_timed(lambda: vizdist.plot_topology(spec))).startswith(b"\x89PNG")
+    assert len(lay.nodes) <= 65 and any(f"{n - 64:,} more tasks" in note for note in lay.notes)
+    assert _png(_timed(lambda: plot_topology(spec))).startswith(b"\x89PNG")
 
 
 def _meta_trace(kind: str, n: int) -> Trace:

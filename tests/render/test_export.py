@@ -162,7 +162,7 @@ def _spans_as_rows(read: dict[str, Any]) -> Counter:
 
 @pytest.mark.parametrize("name", ["run.trace.json", "run.trace.json.gz"])
 def test_real_run_exports_every_span_exactly(real_trace, tmp_path, name):
-    path = vizdist.to_chrome_trace(real_trace, tmp_path / name)
+    path = real_trace.to_chrome_trace(tmp_path / name)
     read = read_trace_event_file(path)
     ev = real_trace.events
     assert len(read["spans"]) == len(ev)
@@ -183,7 +183,7 @@ def test_merged_workers_become_processes_with_aligned_times(tmp_path):
                                                 t_start_ns=1_000_000_000, t_end_ns=1_000_000_500)])
     b = vizdist.Trace.from_records(events=[dict(lane="w1 host", stage="consume", step=0, worker=1,
                                                 t_start_ns=1_000_000_250, t_end_ns=1_000_001_000)])
-    read = read_trace_event_file(vizdist.to_chrome_trace(vizdist.Trace.merge([a, b]), tmp_path / "m.json"))
+    read = read_trace_event_file(vizdist.Trace.merge([a, b]).to_chrome_trace(tmp_path / "m.json"))
     assert read["processes"] == {0: "worker 0", 1: "worker 1"}
     by_pid = {e["pid"]: e for e in read["spans"]}
     assert by_pid[0]["ts"] == 0 and by_pid[1]["ts"] == 0.25 and by_pid[1]["dur"] == 0.75
@@ -206,14 +206,14 @@ def test_checker_rejects_broken_files(tmp_path):
 def test_trace_without_spans_is_refused_with_a_hint(tmp_path):
     t = vizdist.Trace.from_records(elements=[dict(step=0, replica=0, source_id=1)])
     with pytest.raises(ValueError, match="timing=True"):
-        vizdist.to_chrome_trace(t, tmp_path / "x.json")
+        t.to_chrome_trace(tmp_path / "x.json")
     assert not (tmp_path / "x.json").exists()
 
 
 def test_lane_names_with_markup_stay_data(tmp_path):
     t = vizdist.Trace(events=pd.DataFrame([dict(lane='w0 <b>"x"</b>', stage="consume", step=0,
                                                  t_start_ns=0, t_end_ns=5)]))
-    read = read_trace_event_file(vizdist.to_chrome_trace(t, tmp_path / "x.json"))
+    read = read_trace_event_file(t.to_chrome_trace(tmp_path / "x.json"))
     assert list(read["threads"].values()) == ['w0 <b>"x"</b>']
 
 

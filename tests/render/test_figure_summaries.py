@@ -20,7 +20,7 @@ def test_the_split_figure_names_the_empty_cells_plain_tf_delivers(tf, mirrored):
             if int(tf.size(part)) == 0:
                 empty.append((step, replica))
         steps += 1
-    fig = vizdist.plot_split(vizdist.trace_distribution(mirrored, ds))
+    fig = vizdist.trace_distribution(mirrored, ds).plot.split()
     assert f"empty (step, replica): {empty}" in repr(fig)
     replicas = mirrored.num_replicas_in_sync
     assert repr(fig).startswith(f"<Figure: split of {steps} of {steps} step(s) x {replicas} replica(s), {n} element(s)")
@@ -32,4 +32,4 @@ def test_the_split_figure_names_the_empty_cells_plain_tf_delivers(tf, mirrored):
 def test_the_timeline_names_its_steps_and_host_lanes():
     trace = vizdist.Trace.from_records(events=[
         dict(lane="w0 host", stage="consume", step=s, t_start_ns=10 * s, t_end_ns=10 * s + 5) for s in range(3)])
-    assert repr(vizdist.plot_timeline(trace)) == "<Figure: timeline of steps 0..2; lanes: w0 host>"
+    assert repr(trace.plot.timeline()) == "<Figure: timeline of steps 0..2; lanes: w0 host>"

@@ -16,7 +16,6 @@ matplotlib.use("Agg")
 import pytest
 from matplotlib.text import Text
 
-import vizdist
 from vizdist.render._text import MAX_WIDTH_IN, MIN_TEXT_PT
 from vizdist.render.parameter_server import plot_closures, plot_variable_shards
 from vizdist.render.placement import plot_placement
@@ -134,5 +133,5 @@ def test_no_text_covers_another(drawn) -> None:
 
 
 def test_a_highlighted_topology_keeps_the_sizes() -> None:
-    fig = vizdist.plot_topology({"chief": ["h:1"], "worker": ["h:2"], "ps": ["h:3"]}, highlight="ps:0")
+    fig = plot_topology({"chief": ["h:1"], "worker": ["h:2"], "ps": ["h:3"]}, highlight="ps:0")
     assert min(t.get_fontsize() for t in _texts(fig)) >= MIN_TEXT_PT

@@ -9,6 +9,9 @@ import matplotlib
 matplotlib.use("Agg")
 
 import vizdist
+from vizdist.render.explorer import show
+from vizdist.render.figures import plot_split
+from vizdist.render.timeline_figure import plot_timeline
 from vizdist.trace import Trace
 
 HOSTILE = "part-$\\frac{a}{$.txt"
@@ -28,7 +31,7 @@ def _file_trace(name: str) -> Trace:
 
 
 def test_a_file_name_with_math_markup_draws_as_plain_text():
-    fig = vizdist.plot_split(_file_trace(HOSTILE), title=HOSTILE)
+    fig = plot_split(_file_trace(HOSTILE), title=HOSTILE)
     assert _png(fig).startswith(b"\x89PNG")
     texts = [t.get_text() for t in fig.findobj(matplotlib.text.Text)]
     assert any("$\\frac{a}{$" in t for t in texts), "the user's text is shown as written"
@@ -38,16 +41,16 @@ def test_a_file_name_with_two_dollars_draws_in_the_split_and_the_explorer():
     """Two ``$`` make matplotlib measure a wrapped cell label as math, whatever parse_math says."""
     name = "draft ${v2$ final.txt"
     trace = _file_trace(name)
-    fig = vizdist.plot_split(trace)
+    fig = plot_split(trace)
     assert _png(fig).startswith(b"\x89PNG")
     assert any(name in t.get_text() for t in fig.findobj(matplotlib.text.Text)), "shown as written"
-    bundle = vizdist.show(trace)._repr_mimebundle_()
+    bundle = show(trace)._repr_mimebundle_()
     assert bundle["image/png"] and "draft ${v2$ final.txt" in bundle["text/html"]
 
 
 def test_the_explorer_shows_a_megabyte_result_cut_short_and_the_trace_keeps_it():
     trace = _file_trace("part-0.txt")
-    explorer = vizdist.show(trace)
+    explorer = show(trace)
     bundle = explorer._repr_mimebundle_()
     assert len(bundle["text/html"]) < 50_000
     assert len(trace.batches["result"].iloc[0]) == 1_000_000
@@ -57,7 +60,7 @@ def test_a_megabyte_lane_name_is_cut_in_the_timeline():
     lane = "L" * 1_000_000
     trace = Trace.from_records(events=[dict(lane=lane, stage="consume", step=s, t_start_ns=s * 10, t_end_ns=s * 10 + 5)
                                        for s in range(3)], meta={"kind": "distribution"})
-    fig = vizdist.plot_timeline(trace)
+    fig = plot_timeline(trace)
     assert max(len(t.get_text()) for t in fig.findobj(matplotlib.text.Text)) <= 120
     assert _png(fig).startswith(b"\x89PNG")
 

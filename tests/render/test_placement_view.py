@@ -28,7 +28,7 @@ def test_every_recorded_op_is_drawn_once_per_device(placed):
 
 
 def test_static_outputs_and_text_line(placed):
-    view = vizdist.show_placement(placed)
+    view = placed.show.placement()
     bundle = view._repr_mimebundle_()
     assert bundle["text/plain"].startswith("placement: 4 devices (CPU:0, CPU:1, CPU:2, CPU:3)")
     assert "copies: CPU:0→CPU:1 ×2 (input batch)" in bundle["text/plain"]
@@ -39,8 +39,8 @@ def test_static_outputs_and_text_line(placed):
 def test_step_filter_and_widget_follow_the_explorer(placed):
     one = placement_layout(placed, step=1)
     assert all(r["steps"] == [] or r["steps"][0] <= 1 <= r["steps"][-1] for r in one["rows"])
-    ex = vizdist.show(placed)
-    w = vizdist.show_placement(placed).widget(explorer=ex)
+    ex = placed.show()
+    w = placed.show.placement().widget(explorer=ex)
     slider, html = w.children[0].children[1], w.children[1]
     slider.value = 1
     assert "(step 1)" in html.value

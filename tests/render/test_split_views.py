@@ -11,6 +11,8 @@ matplotlib.use("Agg")
 import pytest
 
 import vizdist
+from vizdist.render.explorer import show
+from vizdist.render.figures import plot_split
 from vizdist.render.html import split_html
 from vizdist.render.layout import short_device, split_layout
 from vizdist.trace import Trace
@@ -61,7 +63,7 @@ def test_file_elements_are_labelled_by_file_and_line():
 
 
 def test_plot_split_draws_every_cell_and_marks_empties():
-    fig = vizdist.plot_split(trace_10_over_4())
+    fig = plot_split(trace_10_over_4())
     ax = fig.axes[0]
     texts = [t.get_text() for t in ax.texts]
     assert texts.count("empty") == 2
@@ -71,12 +73,12 @@ def test_plot_split_draws_every_cell_and_marks_empties():
 
 
 def test_plot_split_caps_steps_and_says_so():
-    fig = vizdist.plot_split(trace_10_over_4(), max_steps=2)
+    fig = plot_split(trace_10_over_4(), max_steps=2)
     assert "first 2 of 3 steps" in fig.axes[0].get_title()
 
 
 def test_explorer_moves_between_steps_and_shows_findings():
-    ex = vizdist.show(trace_10_over_4())
+    ex = show(trace_10_over_4())
     assert ex.step == 0 and 'data-step="0"' in ex.label.value
     ex.step = 2
     cards = [c.value for c in ex.cards.children]
@@ -88,7 +90,7 @@ def test_explorer_moves_between_steps_and_shows_findings():
 
 
 def test_explorer_static_fallback_has_text_html_and_png():
-    ex = vizdist.show(trace_10_over_4())
+    ex = show(trace_10_over_4())
     bundle = ex._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
     assert bundle["text/plain"].splitlines()[3] == "  step 2: r0 [8] | r1 [9] | r2 empty | r3 empty"
@@ -99,7 +101,7 @@ def test_explorer_static_fallback_has_text_html_and_png():
 
 def test_explorer_static_html_shows_its_title_once():
     t = trace_10_over_4()
-    html = vizdist.show(t)._repr_mimebundle_()["text/html"]
+    html = show(t)._repr_mimebundle_()["text/html"]
     title = split_layout(t)["title"]
     assert html.count(title) == 1, html[:300]
 
@@ -108,16 +110,16 @@ def test_show_rejects_non_traces():
     import pytest
 
     with pytest.raises(TypeError, match=r"takes a vizdist.Trace"):
-        vizdist.show({"not": "a trace"})
+        show({"not": "a trace"})
     with pytest.raises(TypeError, match=r"takes a vizdist.Trace"):
-        vizdist.plot_split([])
+        plot_split([])
 
 
 def test_ids_by_content_are_labelled_on_the_figure_itself():
     t = trace_10_over_4()
-    exact = vizdist.plot_split(t).axes[0].get_title()
+    exact = plot_split(t).axes[0].get_title()
     t.meta["provenance"] = "fingerprint"
-    fig = vizdist.plot_split(t)
+    fig = plot_split(t)
     assert "ids by content" in fig.axes[0].get_title() and "ids by content" not in exact
     assert "ids by content" in split_layout(t)["title"]
 
@@ -141,7 +143,7 @@ def test_record_steps_carry_their_phase_and_epoch_in_every_view():
     fig = t.plot.split()
     assert fig.axes[0].get_yticklabels()[0].get_text() == "step 0\nbuild (Keras)"
     assert "train epoch 1 · 0" in split_html(lay)
-    ex = vizdist.show(t)
+    ex = show(t)
     assert "(build (Keras))" in repr(ex) and "build (Keras)" in ex.label.value
 
 
@@ -156,7 +158,7 @@ def test_split_picks_a_phase_and_epoch():
 
 
 def test_explorer_pass_picker_keeps_the_slider_to_one_epoch():
-    ex = vizdist.show(_record_trace())
+    ex = show(_record_trace())
     names = [label for label, _ in ex.pass_pick.options]
     assert names == ["all steps", "build (Keras)", "train epoch 0", "validation epoch 0", "train epoch 1"]
     ex.pass_pick.value = dict(ex.pass_pick.options)["train epoch 1"]

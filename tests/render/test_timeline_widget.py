@@ -17,7 +17,7 @@ from ipywidgets.widgets.widget import _remove_buffers
 
 import vizdist
 from vizdist.render.timeline_figure import timeline_layout
-from vizdist.render.timeline_widget import SUMMARY_ABOVE, Timeline
+from vizdist.render.timeline_widget import SUMMARY_ABOVE, Timeline, timeline
 
 CHROMIUM = "/usr/bin/chromium"
 
@@ -49,7 +49,7 @@ def _rows_from_events(ev: pd.DataFrame) -> pd.DataFrame:
 
 
 def test_span_columns_are_binary_buffers_that_decode_to_the_trace_spans(real_trace):
-    tl = vizdist.timeline(real_trace)
+    tl = timeline(real_trace)
     state, paths, buffers = _wire(tl)
     assert all(isinstance(b, memoryview) for b in buffers)
     assert sorted(p[1] for p in paths) == sorted(["start", "end", "lane", "stage", "step", "depth", "op"])
@@ -71,7 +71,7 @@ def test_span_columns_are_binary_buffers_that_decode_to_the_trace_spans(real_tra
 
 
 def test_hover_data_holds_the_element_ids_raw_tf_delivered(tf, mirrored, real_trace):
-    tl = vizdist.timeline(real_trace)
+    tl = timeline(real_trace)
     raw = []
     ds = tf.data.Dataset.range(24).batch(8)
     for x in mirrored.experimental_distribute_dataset(ds):
@@ -81,7 +81,7 @@ def test_hover_data_holds_the_element_ids_raw_tf_delivered(tf, mirrored, real_tr
 
 
 def test_zoom_and_show_step_change_the_visible_range(real_trace):
-    tl = vizdist.timeline(real_trace)
+    tl = timeline(real_trace)
     lo, hi = tl.visible_range
     n_all = tl.visible_spans()
     assert n_all == len(real_trace.events)
@@ -102,15 +102,15 @@ def test_zoom_and_show_step_change_the_visible_range(real_trace):
 
 
 def test_explorer_step_highlights_the_timeline(real_trace):
-    ex = vizdist.show(real_trace)
-    tl = vizdist.timeline(real_trace, explorer=ex)
+    ex = real_trace.show()
+    tl = timeline(real_trace, explorer=ex)
     assert tl.step == ex.step
     ex.step = 2
     assert tl.step == 2
 
 
 def test_static_fallback_is_a_png_and_a_stable_text(real_trace):
-    tl = vizdist.timeline(real_trace)
+    tl = timeline(real_trace)
     data = tl._repr_mimebundle_()
     data = data[0] if isinstance(data, tuple) else data
     png = base64.b64decode(data["image/png"])
@@ -127,7 +127,7 @@ def test_lane_names_reach_the_page_as_synced_text_not_markup():
     lane = '<img src=x onerror="alert(1)">'
     t = vizdist.Trace.from_records(events=[dict(lane=lane, stage="consume", step=s, t_start_ns=10 * s,
                                                 t_end_ns=10 * s + 5) for s in range(2)])
-    tl = vizdist.timeline(t)
+    tl = timeline(t)
     assert lane in tl.spec["lanes"]
     data = tl._repr_mimebundle_()
     data = data[0] if isinstance(data, tuple) else data
@@ -149,7 +149,7 @@ def _many(n: int, *, idle: bool = False) -> vizdist.Trace:
 def test_the_widget_holds_every_span_of_a_large_trace():
     n = 20_000
     t = _many(n)
-    tl = vizdist.timeline(t)
+    tl = timeline(t)
     cols = _decode(tl)
     np.testing.assert_array_equal(np.sort(cols["start"].to_numpy()), np.arange(n) * 1_000 / 1e6)
     tl.zoom(0.5)
@@ -158,7 +158,7 @@ def test_the_widget_holds_every_span_of_a_large_trace():
 
 def test_idle_lanes_are_hidden_in_view_unless_asked_for():
     n = 4_000
-    tl = vizdist.timeline(_many(n, idle=True))
+    tl = timeline(_many(n, idle=True))
     assert tl.hidden_lanes() == ["w0 tf.data thread 9"]  # 1 us of 4 ms: under 1% of the view
     tl.view = [n * 0.5e-3 - 0.002, n * 0.5e-3 + 0.004]  # 6 us around it: 1 us is 17% of the view
     assert tl.hidden_lanes() == []
@@ -166,7 +166,7 @@ def test_idle_lanes_are_hidden_in_view_unless_asked_for():
     assert tl.hidden_lanes() == ["w0 tf.data thread 9"]
     tl.show_idle_lanes = True
     assert tl.hidden_lanes() == []
-    assert vizdist.timeline(_many(n, idle=True), show_idle_lanes=True).hidden_lanes() == []
+    assert timeline(_many(n, idle=True), show_idle_lanes=True).hidden_lanes() == []
 
 
 # -- in Chromium: the widget's ES module with the buffers ipywidgets sends ---------------------------------
@@ -230,7 +230,7 @@ def _hover(page, t_ms: float, row_y: float) -> str:
 
 @pytest.mark.browser
 def test_in_chromium_the_hover_shows_the_synced_values_of_the_span(page, real_trace):
-    tl = vizdist.timeline(real_trace)
+    tl = timeline(real_trace)
     tl.show_step(1)
     _mount(page, tl)
     root = _root(page)
@@ -249,7 +249,7 @@ def test_in_chromium_the_hover_shows_the_synced_values_of_the_span(page, real_tr
 
 @pytest.mark.browser
 def test_in_chromium_many_spans_are_summarised_and_counted_as_python_counts(page):
-    tl = vizdist.timeline(_many(SUMMARY_ABOVE * 3, idle=True))
+    tl = timeline(_many(SUMMARY_ABOVE * 3, idle=True))
     _mount(page, tl)
     root = _root(page)
     assert root["mode"] == "summary" and tl.summarised
@@ -275,7 +275,7 @@ def test_in_chromium_hostile_lane_names_stay_text(page):
         *[dict(lane=lane, stage="consume", step=s, t_start_ns=10**6 * s, t_end_ns=10**6 * s + 900_000)
           for s in range(3)],
         dict(lane=lane + " idle", stage="map", t_start_ns=0, t_end_ns=10, origin="xplane")])
-    _mount(page, vizdist.timeline(t))
+    _mount(page, timeline(t))
     tip = _hover(page, 1.45, 18 + 22 / 2)
     assert tip.startswith(f"consume — {lane}")
     assert page.evaluate("() => document.querySelectorAll('img').length") == 0
@@ -288,7 +288,7 @@ def test_in_chromium_hostile_lane_names_stay_text(page):
 def test_in_chromium_a_view_rendered_before_it_is_placed_draws_once_it_has_a_width(page):
     # JupyterLab renders a view into a detached node when its model is already there (measured by
     # benchmarks/widget_in_lab.py): a draw then would be at a guessed width, and wasted.
-    _mount(page, vizdist.timeline(_many(SUMMARY_ABOVE * 3)), detached=True)
+    _mount(page, timeline(_many(SUMMARY_ABOVE * 3)), detached=True)
     got = page.evaluate("""async () => {
       const root = window.host.querySelector(".vizdist-timeline");
       const early = root.dataset.drawMs !== undefined;

@@ -15,7 +15,8 @@ from matplotlib.path import Path
 
 import vizdist
 from vizdist.contract import KINDS
-from vizdist.render.topology import TopologyView, plot_topology, topology_html, topology_layout
+from vizdist.render.topology import TopologyView, plot_topology, show_topology, topology_html
+from vizdist.render.topology_layout import topology_layout
 from vizdist.trace import Trace
 
 SPEC = {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2", "127.0.0.1:3"], "ps": ["127.0.0.1:4"]}
@@ -24,10 +25,10 @@ SPEC = {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2", "127.0.0.1:3"], "ps"
 def test_one_layout_feeds_figure_and_html() -> None:
     topo = vizdist.topology(SPEC)
     lay = topology_layout(topo)
-    assert [n["name"] for n in lay["nodes"]] == [t.name for t in topo.tasks]
-    assert [(e["src"], e["dst"]) for e in lay["edges"]] == [(lk.src, lk.dst) for lk in topo.links]
+    assert [n["name"] for n in lay.nodes] == [t.name for t in topo.tasks]
+    assert [(e["src"], e["dst"]) for e in lay.edges] == [(lk.src, lk.dst) for lk in topo.links]
     fig = plot_topology(topo)
-    assert repr(fig) == f"<Figure: {lay['summary']}>"
+    assert repr(fig) == f"<Figure: {lay.summary}>"
     assert repr(fig).startswith("<Figure: topology (parameter_server): tasks chief:0, worker:0, worker:1, ps:0;")
     html = topology_html(topo)
     assert all(t.name in html and t.address in html for t in topo.tasks)
@@ -38,7 +39,7 @@ def test_one_layout_feeds_figure_and_html() -> None:
 
 def test_rows_follow_the_roles() -> None:
     lay = topology_layout(SPEC)
-    y = {n["name"]: n["y"] for n in lay["nodes"]}
+    y = {n["name"]: n["y"] for n in lay.nodes}
     assert y["chief:0"] > y["worker:0"] == y["worker:1"] > y["ps:0"]
 
 
@@ -55,7 +56,7 @@ def test_a_topology_displays_itself_and_the_view_has_a_widget() -> None:
     topo = vizdist.topology(SPEC)
     bundle = topo._repr_mimebundle_()
     assert set(bundle) == {"text/plain", "text/html", "image/png"}
-    view = vizdist.show_topology(topo)
+    view = show_topology(topo)
     assert isinstance(view, TopologyView) and repr(view) == repr(topo)
     box = view.widget()
     pick, image, card = box.children
@@ -67,8 +68,8 @@ def test_a_topology_displays_itself_and_the_view_has_a_widget() -> None:
 
 def test_highlight_dims_every_other_task() -> None:
     lay = topology_layout(SPEC, highlight="worker:1")
-    assert [n["name"] for n in lay["nodes"] if not n["dim"]] == ["worker:1"]
-    assert {(e["src"], e["dst"]) for e in lay["edges"] if not e["dim"]} == {("chief:0", "worker:1"),
+    assert [n["name"] for n in lay.nodes if not n["dim"]] == ["worker:1"]
+    assert {(e["src"], e["dst"]) for e in lay.edges if not e["dim"]} == {("chief:0", "worker:1"),
                                                                           ("worker:1", "ps:0")}
 
 

@@ -3,8 +3,8 @@
 ``vizdist.compare_shard_policies`` (in ``vizdist/instrument``) records the
 runs and returns a :class:`ShardComparison`; this module only reads its
 traces and the input files. Its figure and HTML table come from
-``vizdist/render/sharding.py``, found through :mod:`vizdist.views` (vizdist registers them; the
-analysis layer never imports a renderer).
+``vizdist/render/sharding.py``, imported by :meth:`ShardComparison.plot` and ``_repr_html_`` when they
+are called (the one way this layer reaches a renderer: ``tests/test_layers.py``'s ``LAZY_UP``).
 
 Example:
     >>> from vizdist import Trace
@@ -19,12 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from vizdist import views
 from vizdist.trace import Trace
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["POLICIES", "ShardComparison", "content_map"]
 
@@ -213,15 +215,28 @@ class ShardComparison:
         df.index.name, df.columns.name = "step", "replica"
         return df.apply(lambda col: col.map(lambda c: c if isinstance(c, list) else []))
 
-    def plot(self, **kwargs: Any) -> Any:
-        """A matplotlib figure: one panel per policy, which worker read which element.
+    def plot(self, *, width: float = 11.0, row_height: float = 0.42) -> Figure:
+        """A matplotlib figure: one panel per policy, rows the workers, columns the source elements grouped by
+        file; a filled cell is an element the worker read (the number in it is the step). Errors and notes
+        are printed under their policy's panel.
 
-        Drawn by ``vizdist.render.sharding.plot_shard_policies`` (its view in :mod:`vizdist.views`).
+        Args:
+            width: figure width in inches.
+            row_height: height per worker row, in inches.
+
+        Example:
+            >>> len(ShardComparison({}, files=[], workers=2, global_batch_size=4).plot().axes)
+            0
         """
-        return views.resolve("ShardComparison", "plot")(self, **kwargs)
+        from vizdist.render.sharding import plot_shard_policies
 
-    def _repr_html_(self) -> str | None:
-        return views.resolve("ShardComparison", "html")(self) if views.has("ShardComparison", "html") else None
+        fig: Figure = plot_shard_policies(self, width=width, row_height=row_height)
+        return fig
+
+    def _repr_html_(self) -> str:
+        from vizdist.render.sharding import shard_policies_html
+
+        return shard_policies_html(self)
 
     def __repr__(self) -> str:
         return (f"ShardComparison(policies={self.policies}, workers={self.workers}, "

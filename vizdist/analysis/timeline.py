@@ -3,8 +3,7 @@
 Plain pandas/numpy over :class:`~vizdist.trace.Trace` data (no TensorFlow,
 no renderer); ``trace.plot.timeline()`` and ``trace.show("timeline")`` draw the
 same spans. A trace carries these statistics as methods, ``trace.timing.overlap_summary()`` and
-so on (:class:`Timing`, registered as ``Trace.timing`` in :mod:`vizdist.views`); the functions
-here take the trace first.
+so on (:class:`vizdist.views.TimingAccessor`); the functions here take the trace first.
 
 Example:
     >>> import vizdist
@@ -24,7 +23,7 @@ import numpy as np
 if TYPE_CHECKING:
     from vizdist.trace import Trace
 
-__all__ = ["PRODUCER_STAGES", "Timing", "empty_buffer_steps", "map_threads", "most_at_once", "overlap_summary",
+__all__ = ["PRODUCER_STAGES", "empty_buffer_steps", "map_threads", "most_at_once", "overlap_summary",
            "prefetch_buffers", "tf_data_iterators"]
 
 
@@ -254,116 +253,3 @@ def empty_buffer_steps(trace: Trace) -> dict[str, int]:
     asks = front[front["step"] >= 0].groupby("step")["buffered"].min()
     limit = int(front["buffer_limit"].max()) if len(front) else 0
     return {"limit": limit, "steps": len(asks), "empty": int((asks == 0).sum())}
-
-
-class Timing:
-    """One trace's timing statistics, as methods: ``trace.timing.overlap_summary()``, ``.most_at_once()``,
-    ``.tf_data_iterators()``, ``.map_threads()``, ``.prefetch_buffers()``, ``.empty_buffer_steps()``.
-
-    They read the trace's timed spans (``trace.events``: record with ``timing=True``). Each is the
-    function of the same name in :mod:`vizdist.analysis.timeline` with this trace first; that function's
-    docstring says more.
-
-    Example:
-        >>> import vizdist
-        >>> t = vizdist.Trace.from_records(events=[
-        ...     dict(lane="w0 host", stage="transfer", step=0, t_start_ns=0, t_end_ns=2_000_000),
-        ...     dict(lane="w0 host", stage="consume", step=0, t_start_ns=2_000_000, t_end_ns=3_000_000)])
-        >>> t.timing.overlap_summary()["bound"]
-        'input'
-        >>> dir(t.timing)
-        ['empty_buffer_steps', 'map_threads', 'most_at_once', 'overlap_summary', 'prefetch_buffers', 'tf_data_iterators']
-    """
-
-    def __init__(self, trace: Trace) -> None:
-        self._trace = trace
-
-    def overlap_summary(self) -> dict[str, Any]:
-        """How input production overlapped the steps: ``wait_ms``, ``step_ms``, ``producer_busy_ms``,
-        ``warmup_ms``, ``overlap``, ``bound`` (``"input"`` or ``"step"``), ``buffer_fill``
-        (:func:`overlap_summary` defines each).
-
-        Example:
-            >>> import vizdist
-            >>> t = vizdist.Trace.from_records(events=[
-            ...     dict(lane="w0 host", stage="transfer", step=0, t_start_ns=0, t_end_ns=2),
-            ...     dict(lane="w0 host", stage="consume", step=0, t_start_ns=2, t_end_ns=10),
-            ...     dict(lane="w0 t", stage="map", step=1, t_start_ns=2, t_end_ns=8)])
-            >>> s = t.timing.overlap_summary()
-            >>> s["bound"], s["overlap"]
-            ('step', 1.0)
-        """
-        return overlap_summary(self._trace)
-
-    def most_at_once(self, *, lane: str | None = None) -> int:
-        """The most spans that were running at the same moment; ``lane`` keeps only the events whose lane
-        contains that text (``"replica"``: the replicas' step functions). Spans that touch do not overlap.
-
-        Example:
-            >>> import vizdist
-            >>> t = vizdist.Trace.from_records(events=[
-            ...     dict(lane=f"w0 replica {r}", stage="consume", step=0, t_start_ns=r, t_end_ns=10)
-            ...     for r in range(2)])
-            >>> t.timing.most_at_once(lane="replica")
-            2
-        """
-        return most_at_once(self._trace, lane=lane)
-
-    def tf_data_iterators(self) -> list[str]:
-        """The tf.data iterators the profiler saw, by path (``Root`` is the one your loop calls).
-
-        Example:
-            >>> import vizdist
-            >>> t = vizdist.Trace.from_records(events=[dict(
-            ...     lane="w0 t", stage="map", step=0, t_start_ns=0, t_end_ns=1, op="Iterator::Root::Map")])
-            >>> t.timing.tf_data_iterators()
-            ['Root::Map']
-        """
-        return tf_data_iterators(self._trace)
-
-    def map_threads(self) -> list[str]:
-        """Where the ``map`` spans ran: ``"the caller's thread"`` and/or ``"tf.data threads"``.
-
-        Example:
-            >>> import vizdist
-            >>> t = vizdist.Trace.from_records(events=[
-            ...     dict(lane="w0 tf.data thread 0", stage="map", step=0, t_start_ns=0, t_end_ns=1)])
-            >>> t.timing.map_threads()
-            ['tf.data threads']
-        """
-        return map_threads(self._trace)
-
-    def prefetch_buffers(self) -> Any:
-        """Each prefetch buffer the profiler saw (a table): one row per iterator path and lane, with the
-        largest ``limit`` and ``max_buffered`` reported there.
-
-        Example:
-            >>> import vizdist
-            >>> t = vizdist.Trace.from_records(events=[dict(
-            ...     lane="w0 tf.data (caller)", stage="prefetch", step=0, t_start_ns=0, t_end_ns=1,
-            ...     op="Iterator::Root::Prefetch", buffered=1, buffer_limit=2)])
-            >>> t.timing.prefetch_buffers().to_dict("index")
-            {('Root::Prefetch', 'caller lane'): {'limit': 2, 'max_buffered': 1}}
-        """
-        return prefetch_buffers(self._trace)
-
-    def empty_buffer_steps(self) -> dict[str, int]:
-        """At how many steps a replica found the buffer on the caller lane empty:
-        ``{"limit": its limit, "steps": steps seen, "empty": steps where it was empty}``.
-
-        Example:
-            >>> import vizdist
-            >>> t = vizdist.Trace.from_records(events=[dict(
-            ...     lane="w0 tf.data (caller)", stage="prefetch", step=s, t_start_ns=s, t_end_ns=s + 1,
-            ...     op="Iterator::Root::Prefetch", buffered=s % 2, buffer_limit=1) for s in range(4)])
-            >>> t.timing.empty_buffer_steps()
-            {'limit': 1, 'steps': 4, 'empty': 2}
-        """
-        return empty_buffer_steps(self._trace)
-
-    def __dir__(self) -> list[str]:
-        """The statistics (what tab completion offers)."""
-        return sorted(name for name in vars(Timing) if not name.startswith("_"))
-
-    def __repr__(self) -> str:
-        return f"<timing statistics of a trace: {', '.join(self.__dir__())}>"

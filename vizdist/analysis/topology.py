@@ -47,11 +47,16 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from vizdist import views
 from vizdist._clip import clip
 from vizdist.trace import Trace
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from vizdist.render.topology import TopologyView
 
 __all__ = ["Link", "Task", "Topology", "resolver_spec", "task_number", "topology"]
 
@@ -230,16 +235,40 @@ class Topology:
         lines += [f"  note: {clip(n, 500)}" for n in self.notes]
         return "\n".join(lines)
 
-    def plot(self, **kwargs: Any) -> Any:
-        """Draw it (``vizdist.plot_topology``)."""
-        return views.resolve("Topology", "plot")(self, **kwargs)
+    # -- views: the renderer (vizdist.render.topology) is imported when one is asked for ----------------
+    def plot(self, *, highlight: str | None = None, title: str | None = None, ax: Axes | None = None) -> Figure:
+        """Draw the tasks (boxes: advertised address, what they listen on) and who connects to whom.
+
+        Args:
+            highlight: a task name (``"worker:1"``): its links stay bright, the rest fade.
+            title: figure title (default: the mode and where it was read from).
+            ax: draw into this Axes instead of a new figure.
+
+        Example:
+            >>> topology({"chief": ["h:1"], "worker": ["h:2"], "ps": ["h:3"]}).plot(highlight="ps:0")
+            <Figure: topology (parameter_server): tasks chief:0, worker:0, ps:0; links schedule 1, variables 2; network not recorded>
+        """
+        from vizdist.render.topology import plot_topology
+
+        fig: Figure = plot_topology(self, highlight=highlight, title=title, ax=ax)
+        return fig
+
+    def show(self) -> TopologyView:
+        """The view: text, HTML table and PNG (what GitHub and nbval see); ``.widget()`` to pick a task and
+        see its links.
+
+        Example:
+            >>> topology({"worker": ["h:1", "h:2"]}).show().static_html().startswith('<div class="vizdist-topology">')
+            True
+        """
+        from vizdist.render.topology import show_topology
+
+        return show_topology(self)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
-        bundle: dict[str, Any] = {"text/plain": repr(self)}
-        for mime, key in (("text/html", "html"), ("image/png", "png")):
-            if views.has("Topology", key):  # vizdist registers them (vizdist.views); the renderer draws
-                bundle[mime] = views.resolve("Topology", key)(self)
-        return bundle
+        from vizdist.render.topology import topology_bundle
+
+        return {"text/plain": repr(self), **topology_bundle(self)}
 
 
 # -- TensorFlow's rules ----------------------------------------------------------------------

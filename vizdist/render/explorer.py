@@ -211,7 +211,7 @@ def show(trace: Trace, *, max_steps: int = 50) -> Explorer:
         >>> t = vizdist.Trace.from_records(
         ...     elements=[dict(step=s, replica=r, source_id=2 * s + r, position=0)
         ...               for s in range(2) for r in range(2)])
-        >>> ex = vizdist.show(t)
+        >>> ex = show(t)
         >>> ex.step = 1
         >>> "data-step=\\"1\\"" in ex.cards.children[0].value
         True

@@ -19,7 +19,7 @@ Example:
     >>> import vizdist, tempfile, os, json
     >>> t = vizdist.Trace.from_records(events=[
     ...     dict(lane="w0 host", stage="consume", step=0, t_start_ns=1000, t_end_ns=3500)])
-    >>> p = vizdist.to_chrome_trace(t, os.path.join(tempfile.mkdtemp(), "run.trace.json"))
+    >>> p = t.to_chrome_trace(os.path.join(tempfile.mkdtemp(), "run.trace.json"))
     >>> [e["dur"] for e in json.load(open(p))["traceEvents"] if e["ph"] == "X"]
     [2.5]
 """

@@ -46,7 +46,7 @@ def plot_split(
         >>> import vizdist
         >>> t = vizdist.Trace.from_records(
         ...     elements=[dict(step=0, replica=r, source_id=r, position=0) for r in range(2)])
-        >>> fig = vizdist.plot_split(t)
+        >>> fig = plot_split(t)
         >>> len(fig.axes)
         1
     """

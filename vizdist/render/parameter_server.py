@@ -61,7 +61,7 @@ def shard_rows(source: Any) -> list[dict[str, Any]]:
     rows = _meta(source).get("variables") if hasattr(source, "meta") else source
     if rows is None:
         raise ValueError("this trace has no meta['variables']: record it with vizdist.record_parameter_server, "
-                         "or pass the rows of vizdist.variable_shards(...).")
+                         "or pass the rows of vizdist.instrument.strategies.parameter_server.variable_shards(...).")
     return [dict(r) for r in rows]
 
 
@@ -107,7 +107,7 @@ def plot_variable_shards(source: Any, *, width: float = 10.0, row_height: float 
 
     Args:
         source: a ``parameter_server`` trace (``meta["variables"]``) or the
-            rows of :func:`vizdist.variable_shards`.
+            rows of :func:`vizdist.instrument.strategies.parameter_server.variable_shards`.
         width: figure width in inches.
         row_height: height per variable, in inches.
 

@@ -9,7 +9,7 @@ Example:
     ...     elements=[dict(step=i, worker=w, consumer=0, source_id=i % 3, order=i)
     ...               for i, w in enumerate([0, 0, 0, 1, 1, 1])],
     ...     meta={"instrument": "tf.data service", "sharding_policy": "OFF", "num_workers": 2})
-    >>> vizdist.plot_coverage(t).axes[0].get_ylabel()
+    >>> t.plot.coverage().axes[0].get_ylabel()
     'worker'
 """
 

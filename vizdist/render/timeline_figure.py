@@ -27,7 +27,7 @@ Example:
     >>> t = vizdist.Trace.from_records(events=[
     ...     dict(lane="w0 host", stage="transfer", step=0, t_start_ns=0, t_end_ns=2_000_000),
     ...     dict(lane="w0 host", stage="consume", step=0, t_start_ns=2_000_000, t_end_ns=9_000_000)])
-    >>> fig = vizdist.plot_timeline(t)
+    >>> fig = t.plot.timeline()
     >>> [a.get_ylabel() for a in fig.axes][:1]
     ['']
 """
@@ -273,7 +273,7 @@ def plot_timeline(
         >>> t = vizdist.Trace.from_records(events=[
         ...     dict(lane="w0 host", stage="consume", step=s, t_start_ns=s * 10**6,
         ...          t_end_ns=s * 10**6 + 500_000) for s in range(3)])
-        >>> fig = vizdist.plot_timeline(t, highlight_step=1)
+        >>> fig = plot_timeline(t, highlight_step=1)
         >>> len(fig.axes)
         1
     """

@@ -29,7 +29,7 @@ Example:
     >>> t = vizdist.Trace.from_records(events=[
     ...     dict(lane="w0 host", stage="consume", step=s, t_start_ns=s * 10**6,
     ...          t_end_ns=s * 10**6 + 400_000) for s in range(3)])
-    >>> tl = vizdist.timeline(t)
+    >>> tl = t.show("timeline")
     >>> tl.view = [0.0, 1.5]
     >>> tl.visible_spans()
     2
@@ -310,7 +310,7 @@ def timeline(trace: Trace, *, explorer: Any = None, step: int | None = None,
         >>> import vizdist
         >>> t = vizdist.Trace.from_records(events=[
         ...     dict(lane="w0 host", stage="transfer", step=0, t_start_ns=0, t_end_ns=10**6)])
-        >>> vizdist.timeline(t, step=0).step
+        >>> timeline(t, step=0).step
         0
     """
     if not isinstance(trace, Trace):

@@ -308,7 +308,7 @@ def compare_shard_policies(
 
     Returns:
         A :class:`ShardComparison`; ``.summary()`` is the table, ``.plot()`` the figure, and in
-        Jupyter it renders side by side (its views are in :mod:`vizdist.views`).
+        Jupyter it renders side by side.
 
     Example:
         >>> cmp = compare_shard_policies(workers=2, global_batch_size=4)   # doctest: +SKIP
