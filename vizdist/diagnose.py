@@ -1,10 +1,10 @@
 """Findings: what went wrong (or is worth knowing) in a recorded run.
 
-Each check is a function ``Trace -> Iterable[Finding]`` registered with
-:func:`check`. Checks live in ``vizdist/checks/<topic>.py``, one module per
-topic (single-process splits, workers, tf.data service); every module in that
-package is loaded the first time :func:`diagnose` runs. This module and
-``vizdist/checks/`` are part of the analysis layer (see :mod:`vizdist.analysis`).
+Each check is a function ``Trace -> Iterable[Finding]`` in ``vizdist/checks/<topic>.py``, one module
+per topic (the run, splits, workers, the tf.data service, parameter servers, placement, numerics).
+:data:`vizdist.checks.registry.CHECKS` lists every check :func:`diagnose` runs, in the order it runs
+them (loaded the first time :func:`diagnose` runs); findings of one step and code keep that order. This
+module and ``vizdist/checks/`` are part of the analysis layer (see :mod:`vizdist.analysis`).
 
 Example:
     >>> import vizdist
@@ -18,66 +18,35 @@ Example:
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from vizdist._clip import MAX_MESSAGE, clip
+from vizdist.checks.finding import MAX_PER_CODE, SEVERITIES, CheckFn, Finding, more_like_these
 
 if TYPE_CHECKING:  # pandas and the trace load on the first diagnose() call, not on ``import vizdist``
     import pandas as pd
 
     from vizdist.trace import Trace
 
-__all__ = ["MAX_CELLS", "MAX_PER_CODE", "SEVERITIES", "Finding", "check", "diagnose", "more_like_these"]
+# Finding and friends live in vizdist.checks.finding (below the checks); here for the callers of diagnose.
+__all__ = ["MAX_CELLS", "MAX_PER_CODE", "SEVERITIES", "CheckFn", "Finding", "checks", "diagnose", "more_like_these"]
 
-SEVERITIES = ("error", "warning", "info")
 COLUMNS = ["code", "severity", "step", "replicas", "workers", "message"]
 #: Steps x replicas a diagnosis reads at most (its per-step checks hold a table that size): a bigger trace
 #: is diagnosed over its first steps, and an ``info`` finding says how many it read.
 MAX_CELLS = 20_000_000
-#: Findings of one code a diagnosis lists at most; one more finding of that code counts the rest.
-MAX_PER_CODE = 1_000
 
 
-@dataclass(frozen=True)
-class Finding:
-    """One finding. ``message`` says what happened, why, and the fix."""
+def checks() -> tuple[CheckFn, ...]:
+    """The checks :func:`diagnose` runs, in its order (:data:`vizdist.checks.registry.CHECKS`; imported now).
 
-    code: str
-    severity: str
-    message: str
-    step: int = -1
-    replicas: Sequence[int] = field(default_factory=tuple)
-    workers: Sequence[int] = field(default_factory=tuple)
+    Example:
+        >>> [fn.__name__ for fn in checks()][:3]
+        ['empty_dataset', 'timed_out', 'not_recorded']
+    """
+    from vizdist.checks.registry import CHECKS
 
-    def __post_init__(self) -> None:
-        if self.severity not in SEVERITIES:
-            raise ValueError(f"severity must be one of {SEVERITIES}; got {self.severity!r}")
-
-
-CheckFn = Callable[["Trace"], Iterable[Finding]]
-_CHECKS: list[CheckFn] = []
-_loaded = False
-
-
-def check(fn: CheckFn) -> CheckFn:
-    """Register a check (use as a decorator in a ``vizdist/checks`` module)."""
-    _CHECKS.append(fn)
-    return fn
-
-
-def _load_checks() -> None:
-    global _loaded
-    if _loaded:
-        return
-    import vizdist.checks as pkg
-
-    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
-        importlib.import_module(f"{pkg.__name__}.{info.name}")
-    _loaded = True
+    return CHECKS
 
 
 def _bounded(trace: Trace, max_cells: int) -> tuple[Trace, list[dict[str, object]]]:
@@ -96,19 +65,6 @@ def _bounded(trace: Trace, max_cells: int) -> tuple[Trace, list[dict[str, object
         f"(steps {steps[0]}..{last}), what it reads at most (max_cells={max_cells:,} step-replica cells). Pass "
         "diagnose(trace, max_cells=...) to read it whole.")),
     ]
-
-
-def more_like_these(code: str, severity: str, n: int, steps: Sequence[int]) -> Finding:
-    """The finding that stands for ``n`` more of ``code`` beyond :data:`MAX_PER_CODE` (a check that makes one
-    per step may stop building them there and yield this instead).
-
-    Example:
-        >>> more_like_these("empty-replica", "warning", 5, [7, 11]).message
-        'And 5 more findings like these (steps 7..11): diagnose lists the first 1,000 of each kind.'
-    """
-    where = f" (steps {min(steps)}..{max(steps)})" if len(steps) else ""
-    return Finding(code, severity, f"And {n:,} more findings like these{where}: diagnose lists the first "
-                   f"{MAX_PER_CODE:,} of each kind.")
 
 
 def _capped(rows: list[dict[str, object]]) -> list[dict[str, object]]:
@@ -133,7 +89,7 @@ def _capped(rows: list[dict[str, object]]) -> list[dict[str, object]]:
 
 def _rows(trace: Trace) -> list[dict[str, object]]:
     return [dict(code=f.code, severity=f.severity, step=int(f.step), replicas=list(f.replicas),
-                 workers=list(f.workers), message=f.message) for fn in _CHECKS for f in fn(trace)]
+                 workers=list(f.workers), message=f.message) for fn in checks() for f in fn(trace)]
 
 
 def _is_record(trace: Trace) -> bool:
@@ -168,8 +124,10 @@ def diagnose(trace: Trace, *, severity: str | None = None, max_cells: int = MAX_
 
     Columns: ``code``, ``severity`` (error, warning, info), ``step`` (-1 when
     the finding is not about one step), ``replicas``, ``workers`` and
-    ``message`` (cause and fix, in plain words). Rows are ordered by step,
-    then code. An empty frame means nothing looked wrong.
+    ``message`` (cause and fix, in plain words). Rows are ordered by step
+    (-1, the run as a whole, first), then code; findings of one step and code
+    in the order of :func:`checks` (the registry's). An empty frame means
+    nothing looked wrong.
 
     Args:
         trace: a recorded run.
@@ -196,7 +154,6 @@ def diagnose(trace: Trace, *, severity: str | None = None, max_cells: int = MAX_
         )
     if severity is not None and severity not in SEVERITIES:
         raise ValueError(f"severity must be one of {SEVERITIES}; got {severity!r}")
-    _load_checks()
     if isinstance(max_cells, bool) or not isinstance(max_cells, int) or max_cells < 1:
         raise ValueError(f"max_cells must be a positive int; got {max_cells!r}.")
     trace, note = _bounded(trace, max_cells)

@@ -1,1 +1,5 @@
-"""Checks behind ``vizdist.diagnose``: one module per topic, each loaded automatically."""
+"""Checks behind ``vizdist.diagnose``: one module per topic, every check listed in :mod:`.registry`.
+
+``finding.py`` (what a check yields) is the lowest module here; each topic module imports it, and
+``registry.py`` imports the topic modules and declares, in one ordered tuple, every check ``diagnose`` runs.
+"""

@@ -24,8 +24,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from vizdist.checks.finding import Finding
 from vizdist.contract import FailedElement, FailedStep, NonfiniteOp, NumericsMeta
-from vizdist.diagnose import Finding, check
 from vizdist.trace import Trace
 
 
@@ -52,7 +52,6 @@ def _ids(trace: Trace, step: int, replica: int, positions: list[int]) -> list[st
     return out
 
 
-@check
 def nonfinite_element(trace: Trace) -> Iterator[Finding]:
     num = _numerics(trace)
     groups: dict[tuple[int, int], dict[str, Any]] = {}
@@ -74,7 +73,6 @@ def nonfinite_element(trace: Trace) -> Iterator[Finding]:
             step=step, replicas=(replica,))
 
 
-@check
 def nonfinite_result(trace: Trace) -> Iterator[Finding]:
     num = _numerics(trace)
     bad_inputs = {(int(r.get("step", -1)), int(r.get("replica", -1))) for r in num.get("bad_rows") or []}
@@ -141,7 +139,6 @@ def _failed_inputs(failed: FailedStep, failing: int | None, element: FailedEleme
             "check (e.g. drop check_numerics) and placement=True to see which element carries the NaN/Inf."), ()
 
 
-@check
 def numerics_error(trace: Trace) -> Iterator[Finding]:
     num = _numerics(trace)
     message = num.get("error")

@@ -32,8 +32,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from vizdist.checks.finding import Finding
 from vizdist.contract import ClosureRecord, TraceMeta
-from vizdist.diagnose import Finding, check
 from vizdist.trace import Trace
 
 __all__ = ["ps_ps_lost", "ps_worker_lost"]
@@ -82,7 +82,6 @@ def _partial_writes(meta: TraceMeta, lost_ps: int, done: int) -> str:
             "closures that then failed had already written there (an update is not atomic across ps tasks).")
 
 
-@check
 def ps_worker_lost(trace: Trace) -> Iterator[Finding]:
     """A worker was lost: which closures TF re-ran, and on which workers."""
     meta = trace.meta
@@ -107,7 +106,6 @@ def ps_worker_lost(trace: Trace) -> Iterator[Finding]:
             workers=[w])
 
 
-@check
 def ps_ps_lost(trace: Trace) -> Iterator[Finding]:
     """A parameter server was lost: closures that touch it fail and the coordinator raises."""
     meta = trace.meta

@@ -13,11 +13,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
-from vizdist.diagnose import Finding, check
+from vizdist.checks.finding import Finding
 from vizdist.trace import Trace
 
 
-@check
 def placement_notes(trace: Trace) -> Iterator[Finding]:
     for note in (trace.meta.get("placement") or {}).get("notes") or []:
         yield Finding("placement-note", "info", f"Placement record: {note}.")
@@ -27,7 +26,6 @@ def _off(value: float | None, expected: float) -> bool:
     return value is None or math.isnan(value) or not math.isclose(value, expected, rel_tol=1e-5, abs_tol=1e-6)
 
 
-@check
 def loss_scaling(trace: Trace) -> Iterator[Finding]:
     for row in trace.meta.get("loss_scaling") or []:
         expected = row.get("expected")

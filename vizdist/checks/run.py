@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from vizdist.diagnose import Finding, check
+from vizdist.checks.finding import Finding
 from vizdist.trace import Trace
 
 __all__ = ["empty_dataset", "not_recorded", "timed_out"]
@@ -29,7 +29,6 @@ def _pipeline(trace: Trace) -> str:
     return " -> ".join(str(op) for op in ops)
 
 
-@check
 def empty_dataset(trace: Trace) -> Iterator[Finding]:
     """The data ended before the first step: nothing reached any replica."""
     m = trace.meta
@@ -44,7 +43,6 @@ def empty_dataset(trace: Trace) -> Iterator[Finding]:
         "elements than one batch.")
 
 
-@check
 def timed_out(trace: Trace) -> Iterator[Finding]:
     """``timeout=`` stopped the run while TensorFlow was still producing (or waiting for) data."""
     m = trace.meta
@@ -62,7 +60,6 @@ def timed_out(trace: Trace) -> Iterator[Finding]:
         step=n)
 
 
-@check
 def not_recorded(trace: Trace) -> Iterator[Finding]:
     """A ``vizdist.record()`` block read data it could not record (``meta["not_recorded"]``)."""
     missed = trace.meta.get("not_recorded") or []

@@ -34,8 +34,8 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from vizdist.checks.finding import Finding
 from vizdist.contract import ServiceRead, TraceMeta
-from vizdist.diagnose import Finding, check
 from vizdist.trace import Trace
 
 if TYPE_CHECKING:
@@ -141,7 +141,6 @@ def _copy_places(e: Any, col: str, keys: list[str], key: Any) -> str:
                      for s, r, w in zip(rows["step"], rows["replica"], rows[col], strict=True))
 
 
-@check
 def service_copies(trace: Trace) -> Iterator[Finding]:
     """parallel_epochs (or HINT without hints): one copy per worker, as designed."""
     col, policy, e = _worker_column(trace), _policy(trace), _elements(trace)
@@ -170,7 +169,6 @@ def service_copies(trace: Trace) -> Iterator[Finding]:
     yield Finding("service-copies", "info", text, workers=workers)
 
 
-@check
 def service_duplicates(trace: Trace) -> Iterator[Finding]:
     """More copies than one pass of the pipeline yields, under an at-most-once policy."""
     meta = trace.meta
@@ -203,7 +201,6 @@ def service_duplicates(trace: Trace) -> Iterator[Finding]:
     )
 
 
-@check
 def service_lost(trace: Trace) -> Iterator[Finding]:
     """Elements that never arrived: lost with a stopped worker, or missing from a complete run."""
     meta = trace.meta
@@ -294,7 +291,6 @@ def _restart(meta: TraceMeta) -> str:
     return "it makes its copy or shard again from the start: what had arrived arrives twice"
 
 
-@check
 def service_stall(trace: Trace) -> Iterator[Finding]:
     """The consumer waited ``timeout`` seconds for an element that never came."""
     meta = trace.meta
@@ -316,7 +312,6 @@ def service_stall(trace: Trace) -> Iterator[Finding]:
     )
 
 
-@check
 def service_attribution(trace: Trace) -> Iterator[Finding]:
     """Say so when the worker of each element could not be read."""
     meta, col, e = trace.meta, _worker_column(trace), _elements(trace)

@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from vizdist.checks.finding import MAX_PER_CODE, Finding, more_like_these
 from vizdist.checks.service import copies_by_design
 from vizdist.checks.workers import PASS_COLUMNS
 from vizdist.contract import ServiceRead, TraceMeta
-from vizdist.diagnose import MAX_PER_CODE, Finding, check, more_like_these
 from vizdist.trace import Trace
 
 
@@ -66,7 +66,6 @@ def _rebatch_rule(meta: TraceMeta, replicas: int) -> str:
     return ""
 
 
-@check
 def batch_not_divisible(trace: Trace) -> Iterator[Finding]:
     g, r = _global_batch(trace), int(trace.meta.get("num_replicas") or 0)
     if trace.meta.get("api") not in _SPLITS_GLOBAL or not g or r <= 1 or g % r == 0:
@@ -87,7 +86,6 @@ def batch_not_divisible(trace: Trace) -> Iterator[Finding]:
     )
 
 
-@check
 def empty_and_partial(trace: Trace) -> Iterator[Finding]:
     counts = _counts(trace)
     if not counts.size:
@@ -285,7 +283,6 @@ def _partial_cause(meta: TraceMeta, last: bool, split: str, drop_hint: str) -> s
             f"from in turn (sample_from_datasets, choose_from_datasets). Use {drop_hint} to drop such batches.")
 
 
-@check
 def duplicate_elements(trace: Trace) -> Iterator[Finding]:
     e = trace.elements
     if e.empty:
@@ -402,7 +399,6 @@ def _part_read(trace: Trace) -> tuple[int, int] | None:
     return (n, full) if n < full else None
 
 
-@check
 def partial_read(trace: Trace) -> Iterator[Finding]:
     """An epoch read fewer steps than the data holds: the code asked for fewer (not missing data)."""
     part = _part_read(trace)
@@ -414,7 +410,6 @@ def partial_read(trace: Trace) -> Iterator[Finding]:
             "did not read are not missing; a later epoch may read them.")
 
 
-@check
 def missing_elements(trace: Trace) -> Iterator[Finding]:
     meta = trace.meta
     flags: dict[str, Any] = meta.get("pipeline_flags") or {}
@@ -498,7 +493,6 @@ def provenance_exact(meta: TraceMeta) -> bool:
     return meta.get("provenance", "tagged") == "tagged"
 
 
-@check
 def provenance_labels(trace: Trace) -> Iterator[Finding]:
     """Positional or ambiguous ids: say which part of the trace is approximate, and why."""
     kind = trace.meta.get("provenance")
@@ -511,7 +505,6 @@ def provenance_labels(trace: Trace) -> Iterator[Finding]:
         )
 
 
-@check
 def provenance_fallback(trace: Trace) -> Iterator[Finding]:
     if trace.meta.get("provenance") == "fingerprint":
         note = trace.meta.get("provenance_note") or "the pipeline could not be tagged"

@@ -20,8 +20,8 @@ from typing import Any
 
 import pandas as pd
 
+from vizdist.checks.finding import Finding
 from vizdist.contract import TraceMeta
-from vizdist.diagnose import Finding, check
 from vizdist.trace import Trace
 
 __all__ = ["file_shard_fallback", "file_shard_unshardable", "worker_duplicates", "worker_starved"]
@@ -94,7 +94,6 @@ def _passes_ambiguous(trace: Trace) -> bool:
     return bool(flags.get("repeat")) and trace.meta.get("provenance", "tagged") != "tagged"
 
 
-@check
 def worker_duplicates(trace: Trace) -> Iterator[Finding]:
     """Source elements that more than one worker read within one pass over the data (see PASS_COLUMNS).
 
@@ -201,7 +200,6 @@ _CANDIDATES_FIX = ("In dataset_fn call ds.shard(input_context.num_input_pipeline
                    "workers; or set an auto-shard policy (FILE/DATA) with experimental_distribute_dataset.")
 
 
-@check
 def worker_starved(trace: Trace) -> Iterator[Finding]:
     """A worker that received no input while others did (or that failed before it could)."""
     if _is_service(trace):
@@ -298,7 +296,6 @@ def _starved_while_others_read(trace: Trace, starved: list[int], counts: dict[in
     )
 
 
-@check
 def file_shard_fallback(trace: Trace) -> Iterator[Finding]:
     """AUTO was asked for, but files were shared between workers: TF applied DATA sharding.
 
@@ -334,7 +331,6 @@ def file_shard_fallback(trace: Trace) -> Iterator[Finding]:
                   workers=sorted({int(w) for ws in shared for w in ws}))
 
 
-@check
 def file_shard_unshardable(trace: Trace) -> Iterator[Finding]:
     """FILE was asked for and TensorFlow refused: the pipeline does not start from files."""
     if _is_service(trace) or _policy(trace.meta) != "FILE":
