@@ -83,11 +83,17 @@ def test_vizdist_writes_no_null_it_would_refuse(tmp_path):
     assert load_trace(merged.save(tmp_path / "m.json")) == merged
 
 
-def test_extra_columns_match_what_the_timing_recorder_writes():
+def test_the_timing_recorder_writes_the_traces_event_columns():
+    """One list (trace.py's); the recorder's finished events hold each of its columns with its default."""
     pytest.importorskip("tensorflow")
-    from vizdist.instrument.observe.timing import EXTRA_COLUMNS as TIMING
+    from vizdist.instrument.observe import timing
 
-    assert EXTRA_COLUMNS["events"] == TIMING
+    assert timing.EVENT_COLUMNS is EXTRA_COLUMNS["events"]
+    recorder = timing.TimingRecorder(anchor={"perf_counter_ns": 0, "unix_ns": 0})
+    recorder.add("w0 host", "consume", 1, 2, step=0)
+    events, _ = timing.timing_events(recorder)
+    assert {c: events[c].iloc[0] for c in EXTRA_COLUMNS["events"]} == {
+        **{c: default for c, (_, default) in EXTRA_COLUMNS["events"].items()}, "origin": "host", "op": "step"}
 
 
 def test_a_gzip_bomb_is_refused_after_max_bytes(tmp_path):

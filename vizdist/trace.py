@@ -127,16 +127,22 @@ PASS_COLUMNS: dict[str, tuple[str, Any]] = {
     "dataset": ("int64", -1), "phase": ("str", ""), "epoch": ("int64", -1), "epoch_step": ("int64", -1),
     "repetition": ("int64", -1),
 }
-#: Extra columns vizdist's instruments write (``vizdist.instrument.observe.timing.EXTRA_COLUMNS`` for events):
-#: like the schema's, a trace holds them with their kind of dtype (any whole-number dtype for int64, text or
-#: categorical text for str) and never null (a merge fills a shard's missing ones with the default), and
-#: ``load_trace`` checks so. Other extra columns are kept as given.
+#: Extra columns vizdist's instruments write, the one list of them (the timing recorder,
+#: ``vizdist.instrument.observe.timing``, writes the events' from it): like the schema's, a trace holds them
+#: with their kind of dtype (any whole-number dtype for int64, text or categorical text for str) and never
+#: null (a merge fills a shard's missing ones with the default), and ``load_trace`` checks so. Other extra
+#: columns are kept as given.
 EXTRA_COLUMNS: dict[str, dict[str, tuple[str, Any]]] = {
     "elements": {"replica_device": ("str", ""), **PASS_COLUMNS, "service_worker": ("int64", -1),
                  "order": ("int64", -1), "t_ns": ("int64", -1)},  # a service trace's arrival order and time
     "batches": {"replica_device": ("str", ""), **PASS_COLUMNS},
-    "events": {"buffered": ("int64", -1), "buffer_limit": ("int64", -1), "origin": ("str", ""),
-               "op": ("str", ""), "depth": ("int64", 0)},
+    "events": {
+        "buffered": ("int64", -1),  # elements waiting in a prefetch buffer (XPlane), else -1
+        "buffer_limit": ("int64", -1),  # that buffer's capacity, else -1
+        "origin": ("str", ""),  # "host" (TimingRecorder) or "xplane" (TF profiler)
+        "op": ("str", ""),  # the tf.data iterator / event name the span came from
+        "depth": ("int64", 0),  # nesting level on its lane (a tf.data iterator inside its parent's GetNext)
+    },
 }
 
 

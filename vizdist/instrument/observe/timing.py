@@ -50,6 +50,7 @@ import numpy as np
 import pandas as pd
 
 from vizdist.instrument.run.engine import Observer
+from vizdist.trace import EXTRA_COLUMNS
 
 __all__ = [
     "STAGES",
@@ -66,14 +67,8 @@ __all__ = [
 #: Stages in pipeline order (the colour order of the renderers).
 STAGES = ("produce", "map", "batch", "prefetch", "transfer", "consume")
 
-#: Extra ``events`` columns this module writes (all round-trip through save/load).
-EXTRA_COLUMNS: dict[str, tuple[str, Any]] = {
-    "buffered": ("int64", -1),  # elements waiting in a prefetch buffer (XPlane), else -1
-    "buffer_limit": ("int64", -1),  # that buffer's capacity, else -1
-    "origin": ("str", ""),  # "host" (TimingRecorder) or "xplane" (TF profiler)
-    "op": ("str", ""),  # the tf.data iterator / event name the span came from
-    "depth": ("int64", 0),  # nesting level on its lane (a tf.data iterator inside its parent's GetNext)
-}
+#: The extra ``events`` columns this module writes: the trace's own list (``vizdist.trace.EXTRA_COLUMNS``).
+EVENT_COLUMNS = EXTRA_COLUMNS["events"]
 
 
 def _clock_anchor() -> dict[str, int]:
@@ -806,7 +801,7 @@ def timing_events(
                     meta[k] = capture.info[k]
             parts.append(xs)
     events = pd.concat(parts, ignore_index=True) if len(parts) > 1 else host
-    for col, (dtype, default) in EXTRA_COLUMNS.items():
+    for col, (dtype, default) in EVENT_COLUMNS.items():
         if col not in events.columns:
             events[col] = default
         events[col] = events[col].fillna(default).astype(dtype)
