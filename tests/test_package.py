@@ -56,3 +56,26 @@ def test_the_run_keeps_its_temporary_files_in_its_own_folder():
     here = tempfile.gettempdir()
     assert os.path.basename(here).startswith("vizdist-tests-"), here
     assert os.environ["TMPDIR"] == here
+
+
+def test_vizdist_own_deprecation_warnings_fail_a_test_and_third_parties_do_not():
+    """pyproject.toml's filterwarnings: vizdist's deprecations are errors here, a third party's are silenced."""
+    import warnings
+
+    import pytest
+
+    from vizdist.errors import VizdistDeprecationWarning
+
+    with pytest.raises(VizdistDeprecationWarning):
+        warnings.warn("vizdist.x goes in the next release: use y", VizdistDeprecationWarning, stacklevel=1)
+    with pytest.raises(DeprecationWarning, match=r"vizdist\.watch is deprecated"):
+        warnings.warn("vizdist.watch is deprecated: use vizdist.record()", DeprecationWarning, stacklevel=1)
+    warnings.warn("somelib.f is deprecated: use g", DeprecationWarning, stacklevel=1)  # not vizdist's: no error
+
+
+def test_changelog_lists_every_name_vizdist_no_longer_has():
+    import vizdist
+
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    missing = [name for name in vizdist._GONE if not re.search(rf"`vizdist\.{name}[`(]", changelog)]
+    assert not missing, f"CHANGELOG.md does not say where these went: {missing}"

@@ -32,6 +32,15 @@ class RecordingWarning(UserWarning):
     """
 
 
+class VizdistDeprecationWarning(DeprecationWarning):
+    """Something of vizdist's own is deprecated: the message says what to write instead and when it goes.
+
+    Every deprecation vizdist makes from 0.2.0 on uses this class, so the test suite can turn vizdist's own
+    into errors (``pyproject.toml``'s ``filterwarnings``) while third parties' stay theirs to fix. A name is
+    deprecated for one release, then removed (``CHANGELOG.md``).
+    """
+
+
 class TraceFormatError(ValueError):
     """A file or dict is not a vizdist trace, or is damaged: the message names the file and what is wrong."""
 

@@ -17,6 +17,7 @@ and the batch, returned by the step function and read with ``RemoteValue.fetch()
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import time
 from pathlib import Path
@@ -366,15 +367,14 @@ def test_closures_that_never_finish_end_in_a_partial_trace_after_the_timeout(ps_
     assert "timed-out" in vizdist.diagnose(Trace(meta=m))["code"].tolist()
 
 
-def test_the_old_spelling_of_stop_still_works_and_says_so() -> None:
-    """``lose=``/``lose_after=`` are ``stop=``/``stop_after=`` for one release, with a DeprecationWarning."""
-    with pytest.warns(DeprecationWarning, match="'lose=' is deprecated: use 'stop='"), \
-            pytest.raises(ValueError, match="stop must name a worker or ps task"):
+def test_the_old_spelling_of_stop_is_gone() -> None:
+    """``lose=``/``lose_after=`` went in 0.2.0 (CHANGELOG.md): ``stop=``/``stop_after=`` are the one spelling."""
+    params = inspect.signature(record_parameter_server).parameters
+    assert "lose" not in params and "lose_after" not in params
+    assert params["stop"].annotation == "str | None" and params["stop_after"].annotation == "int | None"
+    with pytest.raises(ValueError, match="stop must name a worker or ps task"):
         record_parameter_server(WorkerContext("chief", 0, num_workers=2, num_ps=1), _dataset_fn, steps=STEPS,
-                                lose="chief-0")
-    with pytest.raises(TypeError, match="give stop= only"):
-        record_parameter_server(WorkerContext("chief", 0, num_workers=2, num_ps=1), _dataset_fn, steps=STEPS,
-                                lose="ps-0", stop="ps-0")
+                                stop="chief-0")
 
 
 @pytest.mark.slow

@@ -264,7 +264,7 @@ def test_stopped_worker_is_reported_not_hung(tf, tmp_path, fault_tolerant):
     before = live_children()
     with vizdist.LocalDataService(workers=2, fault_tolerant=fault_tolerant, work_dir=tmp_path) as s:
         procs = list(s._procs)
-        t = s.trace(tf.data.Dataset.range(200), processing_mode="parallel_epochs", stop=1, stop_after=5,
+        t = s.trace(tf.data.Dataset.range(200), processing_mode="parallel_epochs", stop="worker-1", stop_after=5,
                     stall_timeout=4, progress=False)
         assert s.alive_workers() == [0]
     assert all(p.poll() is not None for p in procs)

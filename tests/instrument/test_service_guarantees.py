@@ -249,7 +249,7 @@ def _crash_worker_1(tf, work, n):
     before = live_children()
     with vizdist.LocalDataService(workers=2, progress=False) as s:
         t = s.trace(tf.data.Dataset.range(n).map(work), processing_mode="distributed_epoch",
-                    stop=1, stop_after=20, stall_timeout=10, progress=False)
+                    stop="worker-1", stop_after=20, stall_timeout=10, progress=False)
         assert s.alive_workers() == [0]
     assert live_children() == before
     return t

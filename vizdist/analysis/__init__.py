@@ -6,13 +6,18 @@ Layers (enforced by ``tests/test_layers.py``)::
         ->  analysis (this package, diagnose.py, checks/)  ->  render/ (figures, widgets, export)
 
 Modules here import only ``vizdist.trace`` / ``vizdist.contract`` /
-``vizdist.errors`` and each other, plus pandas and numpy: never TensorFlow,
-``vizdist.instrument`` or ``vizdist.render``. ``vizdist/diagnose.py`` and
-``vizdist/checks/`` belong to this layer too (they stay where they are).
+``vizdist.errors`` and each other, plus pandas and numpy: never TensorFlow or
+``vizdist.instrument``, and ``vizdist.render`` only lazily, inside the methods
+by which a result draws itself (``ShardComparison.plot()``, ``Topology.plot()``,
+``.show()``, ``_repr_*_``; ``tests/test_layers.py``'s ``LAZY_UP``).
+``vizdist/diagnose.py`` and ``vizdist/checks/`` belong to this layer too (they
+stay where they are).
 
 - :mod:`vizdist.analysis.sharding`: :class:`~vizdist.analysis.sharding.ShardComparison`.
 - :mod:`vizdist.analysis.timeline`: :func:`~vizdist.analysis.timeline.overlap_summary` and the other
-  timing statistics, a trace's own as ``trace.timing`` (:class:`~vizdist.analysis.timeline.Timing`).
+  timing statistics, a trace's own as ``trace.timing`` (:class:`vizdist.views.TimingAccessor`).
+- :mod:`vizdist.analysis.topology`: :func:`~vizdist.analysis.topology.topology`, the tasks and links of a run
+  or a cluster spec, as a :class:`~vizdist.analysis.topology.Topology` that draws itself.
 - :mod:`vizdist.analysis.whatif`: the :class:`~vizdist.analysis.whatif.Knob` s and the
   :class:`~vizdist.analysis.whatif.Experiment` a what-if widget shows.
 """

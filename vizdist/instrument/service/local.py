@@ -12,7 +12,6 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from vizdist._compat import renamed
 from vizdist._files import write_file
 from vizdist.errors import IsolationError, TracingError
 from vizdist.instrument.processes import jobfiles
@@ -320,9 +319,8 @@ class LocalDataService:
     # -- tracing ------------------------------------------------------------
     def trace(self, dataset: Any, *, processing_mode: Any = None, sharding_policy: Any = None,
               job_name: str | None = None, consumers: int = 1, num_consumers: int | None = None,
-              steps: int | None = None, stop: int | None = None, stop_after: int | None = None,
-              strategy: Any = None, stall_timeout: float = 20.0, progress: bool | None = None,
-              stop_worker: tuple[int, int] | None = None, timeout: float | None = None) -> Trace:
+              steps: int | None = None, stop: str | None = None, stop_after: int | None = None,
+              strategy: Any = None, stall_timeout: float = 20.0, progress: bool | None = None) -> Trace:
         """Run ``dataset`` on this service and record where every element went.
 
         Args:
@@ -343,8 +341,9 @@ class LocalDataService:
             num_consumers: turn on coordinated reads (``consumer_index`` /
                 ``num_consumers``); needs an infinite dataset and ``steps``.
             steps: stop each consumer after this many elements (batches).
-            stop: a worker of this service (its index) to stop abruptly, as a crash
-                would, once the consumers together received ``stop_after`` elements.
+            stop: a worker of this service to stop abruptly, by name (``"worker-1"``, a task name as
+                everywhere in vizdist), as a crash would, once the consumers together received
+                ``stop_after`` elements.
             stop_after: see ``stop`` (default 0: before the first element).
             strategy: a ``MirroredStrategy`` or ``OneDeviceStrategy`` (any
                 strategy with ``in_process=True``): the service dataset is fed
@@ -353,8 +352,6 @@ class LocalDataService:
             stall_timeout: seconds to wait for the *next* element before reporting
                 a stall (recorded in ``trace.meta["stall"]``) instead of hanging.
             progress: show a ``tqdm`` progress bar (None: shown).
-            stop_worker: deprecated spelling of ``stop=worker, stop_after=after``.
-            timeout: deprecated spelling of ``stall_timeout``.
 
         Returns:
             A :class:`vizdist.Trace`: ``elements`` rows carry ``worker``,
@@ -367,14 +364,9 @@ class LocalDataService:
             >>> with vizdist.LocalDataService(workers=2) as service:   # doctest: +SKIP
             ...     t = service.trace(tf.data.Dataset.range(20), processing_mode="distributed_epoch")
         """
-        if stop_worker is not None:  # the old spelling: (worker, after)
-            stop, stop_after = renamed("stop_worker", tuple(stop_worker), "stop", stop)
-        if timeout is not None:
-            stall_timeout = renamed("timeout", timeout, "stall_timeout", None)
         progress = True if progress is None else progress
-        stop_plan = None if stop is None else (stop, 0 if stop_after is None else stop_after)
         plan, prepared, meta = self._prepare(dataset, processing_mode, sharding_policy, job_name, consumers,
-                                             num_consumers, steps, stop_plan, strategy, stall_timeout)
+                                             num_consumers, steps, (stop, stop_after), strategy, stall_timeout)
         if self._local is not None:
             trace = self._local.trace(prepared, plan, meta, strategy, self._stopped, progress=progress)
         else:
@@ -395,7 +387,7 @@ class LocalDataService:
         return Trace(elements=trace.elements, batches=trace.batches, events=trace.events, meta=meta)
 
     def _prepare(self, dataset: Any, processing_mode: Any, sharding_policy: Any, job_name: str | None,
-                 consumers: int, num_consumers: int | None, steps: int | None, stop_worker: Any,
+                 consumers: int, num_consumers: int | None, steps: int | None, stop: tuple[Any, Any],
                  strategy: Any, timeout: Any) -> tuple[Plan, pipeline.Pipeline, dict[str, Any]]:
         import tensorflow as tf
 
@@ -405,8 +397,8 @@ class LocalDataService:
             raise TypeError(f"trace() takes a tf.data.Dataset; got {type(dataset).__name__}.")
         policy = options.policy_name(processing_mode, sharding_policy)
         options.check_consumers(consumers, num_consumers, steps, strategy)
-        stop = options.check_stop_worker(stop_worker, self.num_workers,
-                                         own_workers=bool(self._workers or (self._local and self._local.workers)))
+        stop_plan = options.check_stop(*stop, self.num_workers,
+                                       own_workers=bool(self._workers or (self._local and self._local.workers)))
         timeout = check_seconds("stall_timeout", timeout)
         if not self.in_process:
             options.check_runs_on_workers(dataset)
@@ -414,7 +406,7 @@ class LocalDataService:
         self._jobs += 1
         shared_job = job_name if job_name is not None else (
             f"vizdist-job-{os.getpid()}-{self._jobs}" if consumers > 1 else None)
-        plan = Plan(self.target, policy, shared_job, consumers, num_consumers, steps, timeout, stop,
+        plan = Plan(self.target, policy, shared_job, consumers, num_consumers, steps, timeout, stop_plan,
                     self._expected_total(prepared.expected, policy, steps))
         return plan, prepared, self._meta(plan, prepared, strategy)
 

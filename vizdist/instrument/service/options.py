@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from vizdist.errors import TracingError
@@ -87,22 +88,36 @@ def check_consumers(consumers: Any, num_consumers: Any, steps: Any, strategy: An
         raise ValueError("with strategy=..., use one consumer (the strategy's input pipeline).")
 
 
-def check_stop_worker(stop_worker: Any, num_workers: int, *, own_workers: bool) -> tuple[int, int] | None:
-    """``(worker, after)`` naming a worker this service started, or ``None``.
+def check_stop(stop: Any, stop_after: Any, num_workers: int, *, own_workers: bool) -> tuple[int, int] | None:
+    """``(worker index, elements before it stops)`` for ``stop="worker-<i>"``, a worker this service started; or
+    ``None`` when nothing is to stop.
+
+    ``stop`` names a task, as everywhere in vizdist (``record_parameter_server(stop="worker-1")``): here a
+    worker of this service, ``"worker-0"`` to ``"worker-<n-1>"``.
 
     Example:
-        >>> check_stop_worker((1, 5), 2, own_workers=True)
+        >>> check_stop("worker-1", 5, 2, own_workers=True)
         (1, 5)
+        >>> check_stop(1, 5, 2, own_workers=True)
+        Traceback (most recent call last):
+        ...
+        TypeError: stop names the worker to stop, such as stop='worker-1' (a task name, as in record_parameter_server); got 1.
     """
-    if stop_worker is None:
+    if stop is None:
+        if stop_after is not None:
+            raise ValueError(f"stop_after={stop_after!r} needs stop='worker-<i>': the worker to stop.")
         return None
+    match = re.fullmatch(r"worker-(\d{1,6})", stop) if isinstance(stop, str) else None
+    if match is None:
+        raise TypeError(f"stop names the worker to stop, such as stop='worker-1' (a task name, as in "
+                        f"record_parameter_server); got {stop!r}.")
     if not own_workers:
         raise ValueError("stop= needs workers started by this LocalDataService.")
-    w, after = stop_worker
-    if not 0 <= w < num_workers or after < 0:
-        raise ValueError(f"stop=worker, stop_after=n need worker in 0..{num_workers - 1} "
-                         f"and n >= 0; got stop={w!r}, stop_after={after!r}.")
-    return int(w), int(after)
+    w, after = int(match[1]), 0 if stop_after is None else stop_after
+    if not w < num_workers or isinstance(after, bool) or not isinstance(after, int) or after < 0:
+        raise ValueError(f"stop='worker-<i>', stop_after=n need i in 0..{num_workers - 1} and a whole n >= 0; "
+                         f"got stop={stop!r}, stop_after={after!r}.")
+    return w, after
 
 
 def graph_ops(dataset: Any) -> set[str]:

@@ -47,7 +47,6 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from vizdist._compat import renamed
 from vizdist.errors import TracingError
 from vizdist.instrument.processes.supervisor import DEFAULT_TIMEOUT, bounded_timeout
 from vizdist.instrument.run.rows import Recorder, strategy_name
@@ -697,8 +696,6 @@ def record_parameter_server(
     stop_after: int | None = None,
     update_variables: bool = True,
     timeout: float = DEFAULT_TIMEOUT,
-    lose: str | None = None,
-    lose_after: int | None = None,
 ) -> Trace:
     """A ``LocalCluster.run`` callable for a parameter-server cluster (runs in the chief).
 
@@ -725,7 +722,6 @@ def record_parameter_server(
             is how many times that shard was updated (-1: unreadable).
         timeout: seconds to wait for the closures (see :func:`trace_parameter_server`: at most
             until 15 s before the cluster's own ``timeout``).
-        lose, lose_after: deprecated spellings of ``stop``, ``stop_after``.
 
     Example:
         >>> with LocalCluster(workers=2, ps=2) as c:                       # doctest: +SKIP
@@ -733,15 +729,13 @@ def record_parameter_server(
     """
     import tensorflow as tf
 
-    lose = renamed("lose", lose, "stop", stop)
-    lose_after = renamed("lose_after", lose_after, "stop_after", stop_after)
-    lose_after = 2 if lose_after is None else lose_after
-    if lose is not None and not re.fullmatch(r"(worker|ps)-\d+", str(lose)):
-        raise ValueError(f"stop must name a worker or ps task such as 'worker-1' or 'ps-0'; got {lose!r}.")
-    if lose is not None and (isinstance(lose_after, bool) or not isinstance(lose_after, int)
-                             or not 0 <= lose_after < steps):
+    stop_after = 2 if stop_after is None else stop_after
+    if stop is not None and not re.fullmatch(r"(worker|ps)-\d+", str(stop)):
+        raise ValueError(f"stop must name a worker or ps task such as 'worker-1' or 'ps-0'; got {stop!r}.")
+    if stop is not None and (isinstance(stop_after, bool) or not isinstance(stop_after, int)
+                             or not 0 <= stop_after < steps):
         raise ValueError(f"stop_after must be an int from 0 to steps - 1 = {steps - 1} (closures to finish "
-                         f"before {lose} is killed); got {lose_after!r}.")
+                         f"before {stop} is killed); got {stop_after!r}.")
     switch = PartitionerSwitch()
     strategy = ctx.parameter_server_strategy(variable_partitioner=switch)
     specs = dict(PARTITIONERS if partitioners is None else partitioners)
@@ -757,13 +751,13 @@ def record_parameter_server(
 
     def stop_task() -> dict[str, Any]:
         try:
-            return {"stopped_task": lose, **ctx.stop_task(lose)}
+            return {"stopped_task": stop, **ctx.stop_task(stop)}
         except TimeoutError as exc:
-            return {"stopped_task": lose, "error": str(exc)}
+            return {"stopped_task": stop, "error": str(exc)}
 
     trace = trace_parameter_server(strategy, dataset_fn, steps=steps, step_fn=step_fn, timeout=timeout,
                                    variables=variables if update_variables else None,
-                                   pause_after=lose_after if lose else None, on_pause=stop_task if lose else None)
+                                   pause_after=stop_after if stop else None, on_pause=stop_task if stop else None)
     meta: dict[str, Any] = dict(trace.meta)
     for row in meta.get("variables") or shards:
         row["partitioner"] = labels.get(row["variable"], "")
