@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import vizdist
-from vizdist.instrument.observe.timing import parse_xplane
+from vizdist.instrument.observe.xplane import parse_xplane
 
 
 def _xspace_with_gpu_plane(tmp_path):

@@ -10,14 +10,8 @@ import pandas as pd
 import pytest
 
 import vizdist
-from vizdist.instrument.observe.timing import (
-    TimingRecorder,
-    assign_steps,
-    attach_step_elements,
-    buffer_depth,
-    timing_events,
-    xplane_capture,
-)
+from vizdist.instrument.observe.timing import TimingRecorder, attach_step_elements, timing_events
+from vizdist.instrument.observe.xplane import assign_steps, buffer_depth, xplane_capture
 from vizdist.render.timeline_figure import overlap_summary
 
 # --- the recorder alone (an injected clock: exact values) --------------------------------
