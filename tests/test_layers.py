@@ -48,7 +48,7 @@ ALLOWED = {
 LAZY_UP = {
     "vizdist.views": {"analysis", "render"},  # trace.plot, trace.show, trace.timing, trace.to_chrome_trace
     "vizdist.analysis.sharding": {"render"},  # ShardComparison.plot(), ._repr_html_()
-    "vizdist.analysis.topology": {"render"},  # Topology.plot(), .show(), ._repr_mimebundle_()
+    "vizdist.analysis.topology_model": {"render"},  # Topology.plot(), .show(), ._repr_mimebundle_()
 }
 
 
@@ -212,8 +212,8 @@ def test_the_scan_sees_the_views_arrows_up():
     assert {"vizdist.render.figures", "vizdist.render.explorer", "vizdist.analysis.timeline"} <= imports("vizdist.views")
     assert "vizdist.views" in imports_at_load("vizdist.trace")
     assert not {m for m in imports_at_load("vizdist.views") if m.startswith("vizdist.") and layer(m) != "trace"}
-    assert "vizdist.render.topology" in imports("vizdist.analysis.topology")
-    assert "vizdist.render.topology" not in imports_at_load("vizdist.analysis.topology")
+    assert "vizdist.render.topology" in imports("vizdist.analysis.topology_model")
+    assert "vizdist.render.topology" not in imports_at_load("vizdist.analysis.topology_model")
 
 
 def test_modules_that_reach_up_load_no_renderer():

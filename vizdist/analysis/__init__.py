@@ -16,8 +16,9 @@ stay where they are).
 - :mod:`vizdist.analysis.sharding`: :class:`~vizdist.analysis.sharding.ShardComparison`.
 - :mod:`vizdist.analysis.timeline`: :func:`~vizdist.analysis.timeline.overlap_summary` and the other
   timing statistics, a trace's own as ``trace.timing`` (:class:`vizdist.views.TimingAccessor`).
-- :mod:`vizdist.analysis.topology`: :func:`~vizdist.analysis.topology.topology`, the tasks and links of a run
-  or a cluster spec, as a :class:`~vizdist.analysis.topology.Topology` that draws itself.
+- :mod:`vizdist.analysis.topology`: :func:`~vizdist.analysis.topology.topology` reads the tasks and links of a
+  run or a cluster spec (TensorFlow's rules) into a :class:`~vizdist.analysis.topology_model.Topology`
+  (:mod:`vizdist.analysis.topology_model`: the data, which draws itself).
 - :mod:`vizdist.analysis.whatif`: the :class:`~vizdist.analysis.whatif.Knob` s and the
   :class:`~vizdist.analysis.whatif.Experiment` a what-if widget shows.
 """
