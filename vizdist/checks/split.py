@@ -329,7 +329,7 @@ def _duplicate_cause(meta: TraceMeta) -> str:
 
 
 def _first_pipeline(meta: TraceMeta) -> list[str]:
-    pipelines = meta.get("pipelines") or [meta.get("pipeline") or []]
+    pipelines: list[Any] = list(meta.get("pipelines") or [meta.get("pipeline") or []])
     return [str(op) for op in (pipelines[0] or [])]
 
 

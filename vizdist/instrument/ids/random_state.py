@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from typing import Any
@@ -104,13 +105,18 @@ def seed_generator(ds: Any, op: str = "ShuffleDatasetV3") -> Any:
         proto = None
     handle = _resource(proto) if proto is not None else None
     with _lock:
-        _handles[key] = (weakref.ref(ds, lambda _ref, k=key: _forget(k)), handle)
+        _handles[key] = (weakref.ref(ds, functools.partial(_forgotten, key)), handle)
     return handle
 
 
 def _forget(key: int) -> None:
     with _lock:
         _handles.pop(key, None)
+
+
+def _forgotten(key: int, _ref: Any) -> None:
+    """The weak reference's callback: its dataset is gone."""
+    _forget(key)
 
 
 class _SharedShuffleDataset(dataset_ops.UnaryUnchangedStructureDataset):
