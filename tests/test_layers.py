@@ -56,7 +56,8 @@ def layer(module: str) -> str:
         return "render"
     if first in ("analysis", "diagnose", "checks"):
         return "analysis"
-    if first in ("trace", "contract", "errors", "_optional", "_version", "_files", "_loadcheck", "views", "_compat"):
+    if first in ("trace", "contract", "errors", "_optional", "_version", "_files", "_loadcheck", "views", "_compat",
+                 "_storage", "_parts"):
         return "trace"
     return "entry"  # the package itself and cli.py
 
