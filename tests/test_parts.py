@@ -51,6 +51,8 @@ def test_two_runs_of_one_task_follow_each_other(tmp_path):
     assert set(b["epoch"]) == {1}
     assert [p["first_step"] for p in t.meta["passes"]] == [0, 2] and len(t.meta["datasets"]) == 2
     assert [r["first_step"] for r in t.meta["recording"]["runs"]] == [0, 2]
+    cov = t.coverage()
+    assert cov.set_index("source_id")["delivered"].to_dict() == {0: 2, 1: 2, 2: 1, 3: 1}
 
 
 def test_tasks_merge_as_shards(tmp_path):

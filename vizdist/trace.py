@@ -448,6 +448,19 @@ class Trace:
         """
         return views.resolve("Trace.accessor", "timing")(self)
 
+    def coverage(self) -> pd.DataFrame:
+        """How many times each source element was delivered in each epoch, 0 for the elements of the dataset
+        that never were: one row per ``data`` (input), ``phase``, ``epoch``, ``source``, ``source_file``,
+        ``source_id``, with ``delivered``. Computed by :func:`vizdist.analysis.coverage.coverage` (its docs say
+        how the inputs and the dataset's elements are known).
+
+        Example:
+            >>> Trace.from_records(elements=[dict(step=0, replica=0, source_id=3)]).coverage()["delivered"].tolist()
+            [1]
+        """
+        table: pd.DataFrame = views.resolve("Trace.analysis", "coverage")(self)
+        return table
+
     def to_chrome_trace(self, path: str | os.PathLike[str]) -> Path:
         """Write the timed spans as a Chrome / Perfetto trace file (JSON, or ``.json.gz``); returns its path."""
         out: Path = views.resolve("Trace.export", "chrome_trace")(self, path)

@@ -128,6 +128,10 @@ BUILTIN = {
         "is_recording": "vizdist._parts:is_recording",
         "recording": "vizdist._parts:load_recording",
     },
+    # tables of meaning: trace.<name>() is this function of the trace
+    "Trace.analysis": {
+        "coverage": "vizdist.analysis.coverage:coverage",
+    },
     # accessors: trace.<name> is this class built with the trace (its methods take no trace)
     "Trace.accessor": {
         "timing": "vizdist.analysis.timeline:Timing",
