@@ -189,7 +189,7 @@ LIVE_CELLS = [
     "strategy = tf.distribute.MirroredStrategy(devices)\nwith strategy.scope():\n"
     "    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])\n"
     "    model.compile('sgd', 'mse', jit_compile=False)\n"
-    "x = np.arange(800, dtype='float32').reshape(-1, 1)\nds = tf.data.Dataset.from_tensor_slices((x, x)).batch(16)\n"
+    "x = np.arange(800, dtype='float32').reshape(-1, 1) / 800\nds = tf.data.Dataset.from_tensor_slices((x, x)).batch(16)\n"
     "class Slow(keras.callbacks.Callback):\n"
     f"    def on_train_batch_end(self, batch, logs=None): time.sleep({LIVE_STEP_S})",
     "with vizdist.record() as rec:\n    rec.show()\n    history = model.fit(ds, epochs=2, callbacks=[Slow()], verbose=1)",
@@ -209,26 +209,29 @@ def _write_live_notebook(root: Path) -> str:
 
 
 def _watch_the_live_explorer(page, base: str, token: str, notebook: str) -> list[int]:  # type: ignore[no-untyped-def]
-    """Run the notebook; while its fit cell runs, read the step the live explorer shows, every 100 ms."""
+    """Run the notebook; while its fit cell runs, read the step the live explorer shows, every 100 ms.
+
+    "Runs" is read from the cells, not from the kernel's status: the set-up cell has its execution count and
+    the fit cell not yet (JupyterLab's kernel status also flips to idle while a cell runs, whenever the kernel
+    answers a control message)."""
     open_notebook(page, base, token, notebook)
-    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
-    seen: list[tuple[str, int]] = []
+    # not awaited: the command's promise resolves only once every cell has run
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+    seen: list[tuple[bool, int]] = []
     deadline = time.monotonic() + NOTEBOOK_RUN_S
     while time.monotonic() < deadline:
-        state = page.evaluate(
+        running, done, step = page.evaluate(
             """() => { const w = window.jupyterapp.shell.currentWidget;
-                const cells = w.content.widgets.filter((c) => c.model.type === 'code');
+                const ran = w.content.widgets.filter((c) => c.model.type === 'code')
+                    .map((c) => c.model.executionCount !== null && c.model.executionCount !== undefined);
                 const x = document.querySelector('.vizdist-live .vizdist-step-label [data-step]');
-                return [w.sessionContext.session.kernel.status,
-                        cells.every((c) => c.model.executionCount !== null && c.model.executionCount !== undefined),
+                return [ran[0] && !ran[1], ran.every((r) => r) && w.sessionContext.session.kernel.status === 'idle',
                         x ? Number(x.dataset.step) : -1]; }""")
-        status, done, step = state
-        seen.append((status, step))
-        if done and status == "idle":
+        seen.append((running, step))
+        if done:
             break
         time.sleep(0.1)
-    busy = [step for status, step in seen if status == "busy" and step >= 0]
-    return busy
+    return [step for running, step in seen if running and step >= 0]
 
 
 def _live_outputs(page) -> dict[str, object]:  # type: ignore[no-untyped-def]
@@ -245,6 +248,9 @@ def _live_outputs(page) -> dict[str, object]:  # type: ignore[no-untyped-def]
 def _live_explorer_follows_a_running_fit(page, base: str, token: str, root: Path) -> int:  # type: ignore[no-untyped-def]
     notebook = _write_live_notebook(root)
     busy = _watch_the_live_explorer(page, base, token, notebook)
+    # its thread's last refresh comes within its 0.5 s interval after the block ended
+    page.wait_for_function("() => { const x = document.querySelector('.vizdist-live .vizdist-live-status');"
+                           " return x && x.dataset.ended === '1'; }", timeout=15_000)
     page.screenshot(path=str(ARTIFACTS / "live_fit.png"))
     # while the fit cell ran, the explorer advanced on its own: several steps, in order
     assert len(set(busy)) >= 3 and busy == sorted(busy), f"the live explorer showed {busy} while the fit ran"
