@@ -31,7 +31,8 @@ if TYPE_CHECKING:  # pandas and the trace load on the first diagnose() call, not
 
     from vizdist.trace import Trace
 
-__all__ = ["MAX_CELLS", "MAX_PER_CODE", "SEVERITIES", "Finding", "check", "diagnose", "more_like_these"]
+__all__ = ["MAX_CELLS", "MAX_PER_CODE", "SEVERITIES", "Finding", "check", "check_block", "diagnose",
+           "more_like_these"]
 
 SEVERITIES = ("error", "warning", "info")
 COLUMNS = ["code", "severity", "step", "replicas", "workers", "message"]
@@ -66,6 +67,16 @@ _loaded = False
 def check(fn: CheckFn) -> CheckFn:
     """Register a check (use as a decorator in a ``vizdist/checks`` module)."""
     _CHECKS.append(fn)
+    return fn
+
+
+_BLOCK_CHECKS: list[CheckFn] = []
+
+
+def check_block(fn: CheckFn) -> CheckFn:
+    """Register a check that reads a whole ``vizdist.record()`` trace at once, across its passes and runs
+    (the others read one pass at a time): what happened *between* passes, such as an epoch read again."""
+    _BLOCK_CHECKS.append(fn)
     return fn
 
 
@@ -160,7 +171,9 @@ def _record_rows(trace: Trace) -> list[dict[str, object]]:
     for found, row in first.items():
         if len(seen[found]) > 1:
             row["message"] = f"{row['message']} (Also in {', '.join(seen[found][1:])}.)"
-    return list(first.values())
+    whole = [dict(code=f.code, severity=f.severity, step=int(f.step), replicas=list(f.replicas),
+                  workers=list(f.workers), message=f.message) for fn in _BLOCK_CHECKS for f in fn(trace)]
+    return list(first.values()) + whole
 
 
 def diagnose(trace: Trace, *, severity: str | None = None, max_cells: int = MAX_CELLS) -> pd.DataFrame:

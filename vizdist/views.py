@@ -116,8 +116,21 @@ BUILTIN = {
         "topology": "vizdist.render.topology:show_topology",
         "reduction": "vizdist.render.reduction:show_reduction",
     },
+    # the live explorer of a running vizdist.record() block (rec.show()): handed the block's feed of newest steps
+    "Recording.show": {
+        "explorer": "vizdist.render.live:show_live",
+    },
     "Trace.export": {
         "chrome_trace": "vizdist.render.export:to_chrome_trace",
+    },
+    # load_trace's reader of a folder vizdist.record(path=...) wrote (vizdist._parts imports vizdist.trace)
+    "Trace.load": {
+        "is_recording": "vizdist._parts:is_recording",
+        "recording": "vizdist._parts:load_recording",
+    },
+    # tables of meaning: trace.<name>() is this function of the trace
+    "Trace.analysis": {
+        "coverage": "vizdist.analysis.coverage:coverage",
     },
     # accessors: trace.<name> is this class built with the trace (its methods take no trace)
     "Trace.accessor": {
