@@ -72,7 +72,7 @@ def layer(module: str) -> str:
     if first in ("analysis", "diagnose", "checks"):
         return "analysis"
     if first in ("trace", "contract", "errors", "_optional", "_version", "_files", "_loadcheck", "views", "accessor",
-                 "_clip"):
+                 "_clip", "_storage", "_parts"):
         return "trace"
     return "entry"  # the package itself and cli.py
 

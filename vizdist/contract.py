@@ -182,6 +182,11 @@ Placement keys (``distribution`` / ``multi_worker``; written only when asked,
   pass count in a ``loop``, the pass count of its phase otherwise. ``not_recorded`` (list of str):
   what the block read but could not record, and why (the ``not-recorded`` finding). Each dataset's
   ``steps_per_pass`` (int or null): the global batches one whole pass of it holds, where TF knows.
+  ``ended_by`` (str): the exception the block ended by (``"RuntimeError: ..."``), if it did;
+  ``stopped`` is ``"running"`` for ``rec.trace`` read inside the block. ``recording`` (dict):
+  ``record(path=...)``'s part (``run``, ``part``, ``first_step``, ``steps``, ``ended``, ``error``;
+  :mod:`vizdist._parts`), or, for several runs of one task loaded together, ``runs``: each run's
+  ``run``, ``error``, ``first_step`` and ``first_dataset`` (where its steps and datasets begin).
 - ``distributed_values`` (list of :class:`DistributedValuesMeta`):
   ``vizdist.trace_distribution`` given a ``DistributedValues``
   (:func:`vizdist.instrument.strategies.values.trace_values`): each component's ``replica``, ``device``, ``value``.
@@ -622,6 +627,8 @@ class _DistributionKeys(TypedDict, total=False):
     datasets: list[dict[str, Any]]
     passes: list[dict[str, Any]]
     not_recorded: list[str]
+    ended_by: str
+    recording: dict[str, Any]
     steps_per_pass: int | None
     pipeline_shuffle_seeds: list[Any]
     phases: list[str]

@@ -29,7 +29,8 @@ if TYPE_CHECKING:  # pandas and the trace load on the first diagnose() call, not
     from vizdist.trace import Trace
 
 # Finding and friends live in vizdist.checks.finding (below the checks); here for the callers of diagnose.
-__all__ = ["MAX_CELLS", "MAX_PER_CODE", "SEVERITIES", "CheckFn", "Finding", "checks", "diagnose", "more_like_these"]
+__all__ = ["MAX_CELLS", "MAX_PER_CODE", "SEVERITIES", "CheckFn", "Finding", "block_checks", "checks", "diagnose",
+           "more_like_these"]
 
 COLUMNS = ["code", "severity", "step", "replicas", "workers", "message"]
 #: Steps x replicas a diagnosis reads at most (its per-step checks hold a table that size): a bigger trace
@@ -47,6 +48,19 @@ def checks() -> tuple[CheckFn, ...]:
     from vizdist.checks.registry import CHECKS
 
     return CHECKS
+
+
+def block_checks() -> tuple[CheckFn, ...]:
+    """The checks :func:`diagnose` runs once over a whole ``vizdist.record()`` trace, after the per-pass ones
+    (:data:`vizdist.checks.registry.BLOCK_CHECKS`).
+
+    Example:
+        >>> [fn.__name__ for fn in block_checks()]
+        ['epoch_read_again', 'epoch_never_delivered']
+    """
+    from vizdist.checks.registry import BLOCK_CHECKS
+
+    return BLOCK_CHECKS
 
 
 def _bounded(trace: Trace, max_cells: int) -> tuple[Trace, list[dict[str, object]]]:
@@ -116,7 +130,9 @@ def _record_rows(trace: Trace) -> list[dict[str, object]]:
     for found, row in first.items():
         if len(seen[found]) > 1:
             row["message"] = f"{row['message']} (Also in {', '.join(seen[found][1:])}.)"
-    return list(first.values())
+    whole = [dict(code=f.code, severity=f.severity, step=int(f.step), replicas=list(f.replicas),
+                  workers=list(f.workers), message=f.message) for fn in block_checks() for f in fn(trace)]
+    return list(first.values()) + whole
 
 
 def diagnose(trace: Trace, *, severity: str | None = None, max_cells: int = MAX_CELLS) -> pd.DataFrame:

@@ -570,6 +570,18 @@ class Trace:
         """
         return views.TimingAccessor(self)
 
+    def coverage(self) -> pd.DataFrame:
+        """How many times each source element was delivered in each epoch, 0 for the elements of the dataset
+        that never were: one row per ``data`` (input), ``phase``, ``epoch``, ``source``, ``source_file``,
+        ``source_id``, with ``delivered``. Computed by :func:`vizdist.analysis.coverage.coverage` (its docs say
+        how the inputs and the dataset's elements are known).
+
+        Example:
+            >>> Trace.from_records(elements=[dict(step=0, replica=0, source_id=3)]).coverage()["delivered"].tolist()
+            [1]
+        """
+        return views.coverage(self)
+
     def to_chrome_trace(self, path: str | os.PathLike[str]) -> Path:
         """Write the timed spans as a Chrome / Perfetto trace file (JSON, or ``.json.gz``); returns its path."""
         return views.to_chrome_trace(self, path)
@@ -646,6 +658,25 @@ class Trace:
             for name, df in tables.items():
                 check_table(name, df, _load_types(name), limits)
             return cls(**tables, meta=meta)
+
+    @classmethod
+    def from_frames(cls, head: Mapping[str, Any], tables: Mapping[str, pd.DataFrame], *, source: str,
+                    limits: Limits | None = None) -> Trace:
+        """A trace from a Parquet trace's head (its ``meta.json``) and its tables, read by someone else
+        (``vizdist.record(path=...)``'s parts, on any file system), checked as :func:`load_trace` checks one.
+
+        Example:
+            >>> head = {"format": "vizdist.trace", "version": 2, "meta": {"kind": "distribution"}}
+            >>> Trace.from_frames(head, {"elements": pd.DataFrame({"step": [0], "source_id": [4]})},
+            ...                   source="x").elements["source_id"].tolist()
+            [4]
+        """
+        limits = limits or Limits()
+        meta = _head_meta(head, source, limits)
+        with _damaged(source):
+            for name, df in tables.items():
+                check_table(name, df, _load_types(name), limits)
+            return cls(**{name: tables.get(name) for name in TABLES}, meta=meta)
 
     def save(self, path: str | os.PathLike[str], *, overwrite: bool = True) -> Path:
         """Write the trace to ``path`` and return the path.
@@ -1038,6 +1069,14 @@ def load_trace(path: str | os.PathLike[str], *, errors: str = "raise", max_bytes
     Trace files are data only: loading one never runs code (JSON or Parquet,
     never pickle), and every malformed file is a :class:`TraceFormatError`.
 
+    A folder ``vizdist.record(path=...)`` writes (its parts,
+    ``record-<task>-<index>-<run>-<part>.parquet``; also a URL on one of
+    TensorFlow's file systems, ``gs://...``, read through ``tf.io.gfile``
+    once ``vizdist.instrument`` is loaded) is read as :mod:`vizdist._parts`
+    says: every part written whole so far, while the run goes on too; the
+    runs of one task (a crashed script and its resumed run) one after the
+    other.
+
     A trace file may come from anyone, so what one file may hold is bounded;
     a file beyond a bound is a :class:`TraceFormatError` that names the bound,
     read before the data it guards where the file declares it (a Parquet
@@ -1064,6 +1103,8 @@ def load_trace(path: str | os.PathLike[str], *, errors: str = "raise", max_bytes
     if errors not in ("raise", "skip"):
         raise ValueError(f"errors must be 'raise' or 'skip'; got {errors!r}.")
     limits = Limits(max_bytes=max_bytes, max_rows=max_rows, max_lanes=max_lanes, max_string=max_string)
+    if views.is_recording(path):  # a folder record(path=...) wrote, or a URL
+        return views.load_recording(path, limits=limits)
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"no trace at {str(p)!r}: check the path (cwd is {os.getcwd()!r}).")

@@ -49,13 +49,16 @@ from vizdist.accessor import (
 
 if TYPE_CHECKING:  # types only: nothing below is imported when this module is
     import os
+    from collections.abc import Callable
     from pathlib import Path
 
     import pandas as pd
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
+    from vizdist._loadcheck import Limits
     from vizdist.render.explorer import Explorer
+    from vizdist.render.live import LiveExplorer
     from vizdist.render.placement import PlacementView
     from vizdist.render.reduction import ReductionView
     from vizdist.render.timeline_widget import Timeline
@@ -64,7 +67,8 @@ if TYPE_CHECKING:  # types only: nothing below is imported when this module is
 
 # the machinery (vizdist.accessor) is re-exported: what you register views with
 __all__ = ["Accessor", "PlotAccessor", "ShowAccessor", "TimingAccessor", "ViewError", "ViewNameWarning",
-           "register_accessor", "register_view", "to_chrome_trace", "unregister_view"]
+           "coverage", "is_recording", "live_explorer", "load_recording", "register_accessor", "register_view",
+           "to_chrome_trace", "unregister_view"]
 
 
 # -- trace.plot ----------------------------------------------------------------------------------
@@ -507,3 +511,45 @@ def to_chrome_trace(trace: Trace, path: str | os.PathLike[str]) -> Path:
     from vizdist.render.export import to_chrome_trace as export
 
     return export(trace, path)
+
+
+# -- what the trace and the recorder reach through here (each imported when called) ----------------------
+def coverage(trace: Trace) -> pd.DataFrame:
+    """``trace.coverage()``: :func:`vizdist.analysis.coverage.coverage` of ``trace``.
+
+    Example:
+        >>> import vizdist
+        >>> coverage(vizdist.Trace.from_records(elements=[dict(step=0, replica=0, source_id=3)]))["delivered"].tolist()
+        [1]
+    """
+    from vizdist.analysis.coverage import coverage as table
+
+    return table(trace)
+
+
+def is_recording(path: Any) -> bool:
+    """Whether ``load_trace(path)`` reads a folder ``vizdist.record(path=...)`` wrote (:mod:`vizdist._parts`).
+
+    Example:
+        >>> import tempfile
+        >>> is_recording(tempfile.mkdtemp())
+        False
+    """
+    from vizdist._parts import is_recording as check
+
+    return check(path)
+
+
+def load_recording(path: Any, *, limits: Limits | None = None) -> Trace:
+    """The trace of the folder ``vizdist.record(path=...)`` wrote (:func:`vizdist._parts.load_recording`)."""
+    from vizdist._parts import load_recording as load
+
+    return load(path, limits=limits)
+
+
+def live_explorer(feed: Callable[..., Any], **kwargs: Any) -> LiveExplorer | None:
+    """``rec.show()`` inside a ``vizdist.record()`` block: :func:`vizdist.render.live.show_live` over the block's
+    feed of its newest steps (the instrument layer reaches the renderer only through here)."""
+    from vizdist.render.live import show_live
+
+    return show_live(feed, **kwargs)

@@ -9,7 +9,10 @@ runs every cell, and checks that the widgets render and respond:
   changed cells marked (the time from the click to the new picture goes to ``timings.json``);
 * the step explorer (05): moving its step slider changes the step it shows;
 * the timeline (05): zooming in narrows the visible time range, and the explorer's
-  step slider highlights that step on the linked timeline.
+  step slider highlights that step on the linked timeline;
+* the live explorer (a notebook of its own, ``live_fit.ipynb``, written into the served copy): shown by
+  ``rec.show()`` before a slow ``fit`` in the same cell, it advances through the steps while the cell
+  runs, Keras's progress bar is the cell's text, and it ends on the block's last step.
 
 Screenshots go to ``artifacts/browser/``. Needs ``/usr/bin/chromium`` (``bash
 .ci/browser-deps`` installs it); without it the test skips locally and fails
@@ -177,6 +180,90 @@ def _explorer_moves_the_timeline_step(page, tl) -> None:  # type: ignore[no-unty
     assert int(tl.get_attribute("data-step")) == _step_shown(page, explorer) == step_before + 1
 
 
+#: A notebook of its own (written into the served copy, not the course): a slow fit in a record() block whose
+#: live explorer is shown before fit, in the same cell. Each step waits LIVE_STEP_S in a callback, so the fit
+#: runs long enough for the browser to watch it (100 steps).
+LIVE_STEP_S = 0.06
+LIVE_CELLS = [
+    "import time\nimport vizdist\ndevices = vizdist.virtual_devices(4)\nimport numpy as np, tensorflow as tf, keras\n"
+    "strategy = tf.distribute.MirroredStrategy(devices)\nwith strategy.scope():\n"
+    "    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])\n"
+    "    model.compile('sgd', 'mse', jit_compile=False)\n"
+    "x = np.arange(800, dtype='float32').reshape(-1, 1) / 800\nds = tf.data.Dataset.from_tensor_slices((x, x)).batch(16)\n"
+    "class Slow(keras.callbacks.Callback):\n"
+    f"    def on_train_batch_end(self, batch, logs=None): time.sleep({LIVE_STEP_S})",
+    "with vizdist.record() as rec:\n    rec.show()\n    history = model.fit(ds, epochs=2, callbacks=[Slow()], verbose=1)",
+    "print(len(rec.trace.steps), 'steps')",
+]
+
+
+def _write_live_notebook(root: Path) -> str:
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in LIVE_CELLS]
+    path = root / "notebooks" / "live_fit.ipynb"
+    nbformat.write(nb, path)
+    return "notebooks/live_fit.ipynb"
+
+
+def _watch_the_live_explorer(page, base: str, token: str, notebook: str) -> list[int]:  # type: ignore[no-untyped-def]
+    """Run the notebook; while its fit cell runs, read the step the live explorer shows, every 100 ms.
+
+    "Runs" is read from the cells, not from the kernel's status: the set-up cell has its execution count and
+    the fit cell not yet (JupyterLab's kernel status also flips to idle while a cell runs, whenever the kernel
+    answers a control message)."""
+    open_notebook(page, base, token, notebook)
+    # not awaited: the command's promise resolves only once every cell has run
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+    seen: list[tuple[bool, int]] = []
+    deadline = time.monotonic() + NOTEBOOK_RUN_S
+    while time.monotonic() < deadline:
+        running, done, step = page.evaluate(
+            """() => { const w = window.jupyterapp.shell.currentWidget;
+                const ran = w.content.widgets.filter((c) => c.model.type === 'code')
+                    .map((c) => c.model.executionCount !== null && c.model.executionCount !== undefined);
+                const x = document.querySelector('.vizdist-live .vizdist-step-label [data-step]');
+                return [ran[0] && !ran[1], ran.every((r) => r) && w.sessionContext.session.kernel.status === 'idle',
+                        x ? Number(x.dataset.step) : -1]; }""")
+        seen.append((running, step))
+        if done:
+            break
+        time.sleep(0.1)
+    return [step for running, step in seen if running and step >= 0]
+
+
+def _live_outputs(page) -> dict[str, object]:  # type: ignore[no-untyped-def]
+    return page.evaluate(
+        """() => { const cells = window.jupyterapp.shell.currentWidget.content.widgets
+                   .filter((c) => c.model.type === 'code');
+            const outs = (c) => { const o = c.model.outputs; const r = [];
+                for (let i = 0; i < o.length; i++) r.push(o.get(i).toJSON()); return r; };
+            const status = document.querySelector('.vizdist-live .vizdist-live-status');
+            return {fit: outs(cells[1]), last: outs(cells[2]),
+                    ended: status ? status.dataset.ended : null, steps: status ? Number(status.dataset.steps) : -1}; }""")
+
+
+def _live_explorer_follows_a_running_fit(page, base: str, token: str, root: Path) -> int:  # type: ignore[no-untyped-def]
+    notebook = _write_live_notebook(root)
+    busy = _watch_the_live_explorer(page, base, token, notebook)
+    # its thread's last refresh comes within its 0.5 s interval after the block ended
+    page.wait_for_function("() => { const x = document.querySelector('.vizdist-live .vizdist-live-status');"
+                           " return x && x.dataset.ended === '1'; }", timeout=15_000)
+    page.screenshot(path=str(ARTIFACTS / "live_fit.png"))
+    # while the fit cell ran, the explorer advanced on its own: several steps, in order
+    assert len(set(busy)) >= 3 and busy == sorted(busy), f"the live explorer showed {busy} while the fit ran"
+    out = _live_outputs(page)
+    errors = [o for cell in (out["fit"], out["last"]) for o in cell if o["output_type"] == "error"]  # type: ignore[union-attr]
+    assert errors == [], errors
+    text = "".join(str(o.get("text", "")) for o in out["fit"])  # type: ignore[union-attr]
+    assert "/step" in text and "vizdist" not in text, "Keras's progress bar (and only it) is the cell's text"
+    total = int(str(out["last"][0]["text"]).split()[0])  # type: ignore[index]
+    assert out["ended"] == "1" and out["steps"] == total, out  # the explorer's last word: every step
+    return len(set(busy))
+
+
 def test_notebooks_render_and_respond_in_chromium(tmp_path: Path) -> None:
     _need_chromium()
     sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
@@ -201,14 +288,20 @@ def test_notebooks_render_and_respond_in_chromium(tmp_path: Path) -> None:
             tl.screenshot(path=str(ARTIFACTS / "05_timeline_step_highlight.png"))
             page.screenshot(path=str(ARTIFACTS / "05_prefetch_and_timelines.png"))
             page.close()
+
+            # --- a record() block's live explorer follows a running fit ----------------------------
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            live_steps = _live_explorer_follows_a_running_fit(page, base, token, tmp_path / "root")
+            page.close()
         finally:
             browser.close()
     elapsed = time.monotonic() - t_start
     print(f"browser test took {elapsed:.0f} s; timeline redraw after zoom {redraw_ms:.1f} ms ({drawn} spans drawn); "
-          f"what-if knob click to new picture {knob_ms:.0f} ms")
+          f"what-if knob click to new picture {knob_ms:.0f} ms; the live explorer showed {live_steps} steps "
+          "while a fit ran")
     (ARTIFACTS / "timings.json").write_text(json.dumps(
         {"test_seconds": round(elapsed, 1), "timeline_redraw_ms": redraw_ms, "spans_drawn": drawn,
-         "whatif_knob_to_picture_ms": round(knob_ms)}))
+         "whatif_knob_to_picture_ms": round(knob_ms), "live_steps_seen_during_fit": live_steps}))
     shutil.rmtree(tmp_path / "runtime", ignore_errors=True)
 
 

@@ -489,7 +489,9 @@ def _ports_then_trace(ctx: WorkerContext, probe: str) -> Trace:
     strategy = ctx.multi_worker_strategy()
     if ctx.task_index == 0:
         spec = json.loads((Path(ctx.job_dir) / "spec.json").read_text())
-        (Path(probe) / "ports.json").write_text(json.dumps(spec["cluster"]))
+        tmp = Path(probe) / "ports.json.tmp"  # written whole, then renamed: the probe never reads half a file
+        tmp.write_text(json.dumps(spec["cluster"]))
+        os.replace(tmp, Path(probe) / "ports.json")
         deadline = time.monotonic() + 60
         while not (Path(probe) / "probed").exists() and time.monotonic() < deadline:
             time.sleep(0.1)

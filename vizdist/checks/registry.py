@@ -13,19 +13,20 @@ code keep it (``diagnose`` sorts its table by step, then code, stably):
 6. where ops ran and how losses were scaled (``placement``);
 7. NaN and Inf: the element, the result, the op (``numerics``).
 
-``tests/checks/test_registry.py`` fails when a check function of a check module is not listed.
+``tests/checks/test_registry.py`` fails when a check function of a check module is not listed (here or in
+:data:`BLOCK_CHECKS`, the checks of a whole ``vizdist.record()`` trace).
 
 Example:
     >>> CHECKS[0].__name__, len(CHECKS)
-    ('empty_dataset', 28)
+    ('empty_dataset', 26)
 """
 
 from __future__ import annotations
 
-from vizdist.checks import numerics, parameter_server, placement, run, service, split, workers
+from vizdist.checks import numerics, parameter_server, placement, restarts, run, service, split, workers
 from vizdist.checks.finding import CheckFn
 
-__all__ = ["CHECKS"]
+__all__ = ["BLOCK_CHECKS", "CHECKS"]
 
 CHECKS: tuple[CheckFn, ...] = (
     # 1. the run as a whole
@@ -45,3 +46,7 @@ CHECKS: tuple[CheckFn, ...] = (
     # 7. NaN and Inf
     numerics.nonfinite_element, numerics.nonfinite_result, numerics.numerics_error,
 )
+
+#: The checks that read a whole ``vizdist.record()`` trace at once, across its passes and runs (the others
+#: read one pass at a time): what happened *between* passes, such as an epoch read again after a restart.
+BLOCK_CHECKS: tuple[CheckFn, ...] = (restarts.epoch_read_again, restarts.epoch_never_delivered)

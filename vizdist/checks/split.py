@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from vizdist.analysis.coverage import universe
 from vizdist.checks.finding import MAX_PER_CODE, Finding, more_like_these
 from vizdist.checks.service import copies_by_design
 from vizdist.checks.workers import PASS_COLUMNS
@@ -378,17 +379,6 @@ def _shuffled_apart(meta: TraceMeta) -> bool:
     return any(seed == (0, 0) for seed in firsts) or len(set(firsts)) > 1
 
 
-def _universe(source: dict[str, Any]) -> set[int] | None:
-    card = source.get("cardinality")
-    if source.get("id_is") == "value" and source.get("kind") == "range":
-        start, stop, step = source.get("start"), source.get("stop"), source.get("step")
-        if isinstance(start, int) and isinstance(stop, int) and isinstance(step, int):
-            return set(range(start, stop, step))
-    if source.get("id_is") == "index" and isinstance(card, int) and card >= 0:
-        return set(range(card))
-    return None
-
-
 def _part_read(trace: Trace) -> tuple[int, int] | None:
     """One epoch of a ``record()`` trace that read only part of the data: (steps it read, steps the data
     holds); None where it read all of it, or where that is not known."""
@@ -424,17 +414,17 @@ def missing_elements(trace: Trace) -> Iterator[Finding]:
         return  # a shard of the data (some of the input pipelines): the worker checks judge coverage
     e = trace.elements
     for source in meta.get("sources") or []:
-        universe = _universe(source)
-        if not universe:
+        ids = universe(source)
+        if not ids:
             continue
         got = set(e[e["source"] == source["index"]]["source_id"].tolist())
-        missing = sorted(universe - got)
+        missing = sorted(ids - got)
         if not missing:
             continue
         shown = _names(missing[:10]) + (" ..." if len(missing) > 10 else "")
         yield Finding(
             "missing-elements", "warning",
-            f"{_plural(len(missing), 'source element')} of {len(universe)} never arrived ({shown}): "
+            f"{_plural(len(missing), 'source element')} of {len(ids)} never arrived ({shown}): "
             f"{_missing_cause(meta, flags, len(missing))}",
         )
 

@@ -18,14 +18,18 @@ Example:
     [0, 1]
     >>> p.new_pass(0, "loop", source=("ds", 1)); p.begin_step(0)
     2
-    >>> p.step_epoch, p.step_in_epoch
-    ([0, 0, 1], [0, 1, 0])
+    >>> [a.tolist() for a in p.labels(np.arange(3))]
+    [[0, 0, 1], [0, 0, 1], [0, 1, 0]]
 """
 
 from __future__ import annotations
 
 import threading
 from typing import Any
+
+import numpy as np
+
+from vizdist.instrument.run.rows import Column
 
 __all__ = ["KERAS_EPOCH_PHASES", "Passes"]
 
@@ -34,19 +38,28 @@ KERAS_EPOCH_PHASES = ("train", "validation")
 
 
 class Passes:
-    """The passes and steps of one block: each step's pass, epoch and place in its epoch."""
+    """The passes and steps of one block: each step's pass, epoch and place in its epoch.
+
+    The per-step labels are numpy columns (12 bytes a step); :meth:`drop_before` forgets those of steps
+    already written to disk (``record(path=...)``).
+    """
 
     def __init__(self) -> None:
         self.passes: list[dict[str, Any]] = []  # serial -> {"dataset", "phase", "source", "steps", "epoch"}
-        self.step_pass: list[int] = []
-        self.step_epoch: list[int] = []
-        self.step_in_epoch: list[int] = []
+        self.step_pass, self.step_epoch, self.step_in_epoch = Column("int32"), Column("int32"), Column("int32")
+        #: The first step whose labels are still held (those before it were written out and dropped).
+        self.first_kept = 0
         #: The epoch Keras's ``fit`` is in (None outside a fit), set from its callbacks.
         self.keras_epoch: int | None = None
         self._current: dict[int, int] = {}  # dataset index -> its latest pass
         self._counted: dict[Any, int] = {}  # what a counted epoch is counted over -> passes that delivered
-        self._in_epoch: dict[tuple[int, int], int] = {}  # (pass, epoch) -> steps so far
+        self._rows: dict[tuple[int, int], dict[str, Any]] = {}  # (pass, epoch) -> its row (rows())
         self._lock = threading.Lock()
+
+    @property
+    def n_steps(self) -> int:
+        """Steps begun in the block so far."""
+        return self.first_kept + len(self.step_pass)
 
     def new_pass(self, dataset: int, phase: str, *, source: Any = None) -> None:
         """A pass over ``dataset`` starts, in ``phase``; ``source`` names the user's dataset (its passes
@@ -77,23 +90,36 @@ class Passes:
                 self.passes.append({"dataset": dataset, "phase": "loop", "source": None, "steps": 0, "epoch": None})
             p = self.passes[serial]
             epoch = self._epoch(p)
-            n = self._in_epoch.get((serial, epoch), 0)
-            self._in_epoch[(serial, epoch)] = n + 1
+            step = self.n_steps
+            row = self._rows.get((serial, epoch))
+            if row is None:
+                row = self._rows[(serial, epoch)] = {"dataset": p["dataset"], "phase": p["phase"], "epoch": epoch,
+                                                     "steps": 0, "first_step": step}
             p["steps"] += 1
             self.step_pass.append(serial)
             self.step_epoch.append(epoch)
-            self.step_in_epoch.append(n)
-            return len(self.step_pass) - 1
+            self.step_in_epoch.append(row["steps"])
+            row["steps"] += 1
+            return step
+
+    def labels(self, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(pass, epoch, epoch_step)`` of each of ``steps`` (block step numbers not yet dropped)."""
+        with self._lock:
+            at = np.asarray(steps, dtype=np.int64) - self.first_kept
+            lo, hi = (int(at.min()), int(at.max()) + 1) if len(at) else (0, 0)  # read only the range asked for
+            cols = [c.array(lo, hi) for c in (self.step_pass, self.step_epoch, self.step_in_epoch)]
+        return cols[0][at - lo], cols[1][at - lo], cols[2][at - lo]
+
+    def drop_before(self, step: int) -> None:
+        """Forget the labels of the steps before ``step`` (written out already)."""
+        with self._lock:
+            n = step - self.first_kept
+            for c in (self.step_pass, self.step_epoch, self.step_in_epoch):
+                c.drop_before(n)
+            self.first_kept = step
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per (pass, epoch) that delivered data: ``dataset``, ``phase``, ``epoch``, ``steps``,
         ``first_step`` (the block's step number of its first step)."""
-        out: dict[tuple[int, int], dict[str, Any]] = {}
-        for step, (serial, epoch) in enumerate(zip(self.step_pass, self.step_epoch, strict=True)):
-            row = out.get((serial, epoch))
-            if row is None:
-                p = self.passes[serial]
-                row = out[(serial, epoch)] = {"dataset": p["dataset"], "phase": p["phase"], "epoch": epoch,
-                                              "steps": 0, "first_step": step}
-            row["steps"] += 1
-        return list(out.values())
+        with self._lock:
+            return [dict(r) for r in self._rows.values()]

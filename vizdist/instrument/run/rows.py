@@ -19,10 +19,11 @@ arrived there, and gets back tables with one set of rules:
   are categorical columns: a run repeats a handful of strings millions of
   times.
 
-Storage is columnar: each ``add`` appends one small array (the ids or tags)
-and a few scalars; raw tags are decoded once, in chunks, when the tables are
-built. No per-element Python object is made, so tracing 10^6 elements costs
-tens of bytes per element.
+Storage is columnar (:class:`Column`): each ``add`` appends its ids (or raw
+tags) and a few numbers, packed into numpy chunks of their own dtype every
+1,024 batches, the texts as codes; raw tags are decoded once, in chunks, when
+the tables are built. No Python object per element or per batch is kept, so a
+batch costs about 30 bytes plus 8 per element while it is recorded.
 
 Example (a 4-replica step whose global batch of 8 is short: 6 arrived):
 
@@ -52,7 +53,7 @@ import pandas as pd
 
 from vizdist.analysis.topology import task_number as numbered  # the one numbering rule; the view uses it too
 
-__all__ = ["Recorder", "mark_partial", "num_workers", "partial_flags", "replica_devices", "strategy_name",
+__all__ = ["Column", "Recorder", "mark_partial", "num_workers", "partial_flags", "replica_devices", "strategy_name",
            "task_number", "worker_position"]
 
 #: Elements decoded per chunk when tables are built (bounds the temporary memory of decoding).
@@ -209,6 +210,129 @@ def _categorical(values: Sequence[str] | np.ndarray) -> pd.Categorical:
     return pd.Categorical(np.asarray(values, dtype=object))
 
 
+class Column:
+    """A growable column of numbers: appended values wait in a short Python list, then are packed into
+    numpy chunks of their own dtype, so a million values cost about their dtype's bytes each.
+
+    Example:
+        >>> c = Column("int32")
+        >>> for v in range(5):
+        ...     c.append(v)
+        >>> c.extend(np.array([7, 8])); len(c), c.array().tolist()
+        (7, [0, 1, 2, 3, 4, 7, 8])
+        >>> c.tail(2).tolist(), c.array(3, 5).tolist()
+        ([7, 8], [3, 4])
+    """
+
+    __slots__ = ("_chunks", "_dtype", "_n_chunked", "_pending", "_pending_n")
+
+    #: Values (or appended arrays) held as Python objects before they are packed.
+    PACK = 1024
+
+    def __init__(self, dtype: Any) -> None:
+        self._dtype = np.dtype(dtype)
+        self._chunks: list[np.ndarray] = []
+        self._n_chunked = 0
+        self._pending: list[Any] = []  # scalars (append) or arrays (extend), never both kinds at once
+        self._pending_n = 0
+
+    def __len__(self) -> int:
+        return self._n_chunked + self._pending_n
+
+    def append(self, value: Any) -> None:
+        """Add one value."""
+        pending = self._pending
+        pending.append(value)
+        self._pending_n += 1
+        if len(pending) >= self.PACK:
+            self._pack()
+
+    def extend(self, values: np.ndarray) -> None:
+        """Add a 1-D array of values (kept as it is until packed)."""
+        if self._pending and not isinstance(self._pending[0], np.ndarray):
+            self._pack()
+        self._pending.append(values)
+        self._pending_n += len(values)
+        if len(self._pending) >= self.PACK or self._pending_n >= 64 * self.PACK:
+            self._pack()
+
+    def _pack(self) -> None:
+        if not self._pending:
+            return
+        p = self._pending
+        arr = (np.concatenate(p).astype(self._dtype, copy=False) if isinstance(p[0], np.ndarray)
+               else np.asarray(p, dtype=self._dtype))
+        self._chunks.append(arr)
+        self._n_chunked += len(arr)
+        self._pending, self._pending_n = [], 0
+
+    def array(self, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """Values ``start:stop`` as one numpy array (a copy)."""
+        self._pack()
+        stop = len(self) if stop is None else min(stop, len(self))
+        if start >= stop:
+            return np.zeros(0, dtype=self._dtype)
+        out, at = [], 0
+        for c in self._chunks:
+            lo, hi = max(start - at, 0), min(stop - at, len(c))
+            if lo < hi:
+                out.append(c[lo:hi])
+            at += len(c)
+            if at >= stop:
+                break
+        return np.concatenate(out) if len(out) != 1 else out[0].copy()
+
+    def tail(self, n: int) -> np.ndarray:
+        """The last ``n`` values."""
+        return self.array(max(len(self) - n, 0))
+
+    def drop_before(self, n: int) -> None:
+        """Forget the first ``n`` values (they were written elsewhere); later indexes shift down by ``n``."""
+        if n <= 0:
+            return
+        rest = self.array(n)
+        self._chunks = [rest] if len(rest) else []
+        self._n_chunked, self._pending, self._pending_n = len(rest), [], 0
+
+    def nbytes(self) -> int:
+        """Bytes held (numpy chunks; pending Python values counted at 36 B each, a list slot and a small int)."""
+        return sum(c.nbytes for c in self._chunks) + 36 * self._pending_n
+
+
+class _Texts:
+    """A text column as int32 codes into the distinct strings seen (a run repeats a handful)."""
+
+    __slots__ = ("_index", "codes", "names")
+
+    def __init__(self) -> None:
+        self.codes = Column("int32")
+        self.names: list[str] = []
+        self._index: dict[str, int] = {}
+
+    def append(self, text: str) -> None:
+        code = self._index.get(text)
+        if code is None:
+            code = self._index[text] = len(self.names)
+            self.names.append(text)
+        self.codes.append(code)
+
+    def categorical(self, start: int = 0, stop: int | None = None) -> pd.Categorical:
+        codes = self.codes.array(start, stop)
+        used = sorted(np.unique(codes).tolist(), key=self.names.__getitem__)  # in text order, as pandas sorts
+        remap = np.full(len(self.names) or 1, -1, dtype=np.int32)
+        remap[used] = np.arange(len(used), dtype=np.int32)
+        return pd.Categorical.from_codes(remap[codes] if len(codes) else codes,
+                                         categories=[self.names[i] for i in used])
+
+    def values(self, start: int = 0, stop: int | None = None) -> list[str]:
+        names = self.names
+        return [names[i] for i in self.codes.array(start, stop).tolist()]
+
+
+_BATCH_INTS = {"step": "int64", "replica": "int32", "worker": "int32", "n_elements": "int32"}
+_BATCH_TEXTS = ("device", "replica_device", "shape", "dtype", "result")
+
+
 class Recorder:
     """Collects what arrived at each (step, replica) and builds the ``elements`` / ``batches`` tables.
 
@@ -217,6 +341,9 @@ class Recorder:
             unless :meth:`add` is given per-element workers.
         decode: ``tags -> {"source", "source_id", "source_file", "source_line", "epoch"}``
             arrays (``lambda t: decode_tags(t, info)``); needed to pass ``tags=``.
+
+    Storage is columnar (:class:`Column`): a batch costs about 30 bytes plus 8 per element while recorded.
+    :meth:`drain` hands over the rows recorded so far and forgets them (a recording streamed to disk).
 
     Example:
         >>> rec = Recorder(worker=1)
@@ -232,25 +359,34 @@ class Recorder:
     def __init__(self, *, worker: int = 0, decode: Callable[[np.ndarray], Mapping[str, np.ndarray]] | None = None) -> None:
         self.worker = int(worker)
         self._decode = decode
-        self._b: dict[str, list[Any]] = {k: [] for k in (
-            "step", "replica", "worker", "device", "replica_device", "n_elements", "shape", "dtype", "result")}
+        self._release = False
+        self._reset()
+
+    def _reset(self) -> None:
+        self._ints = {k: Column(d) for k, d in _BATCH_INTS.items()}
+        self._texts = {k: _Texts() for k in _BATCH_TEXTS}
+        self._ids = Column("int64")  # every batch's ids (or raw tags when decode is set), one after another
         self._b_extra: dict[str, list[Any]] = {}
-        self._ids: list[np.ndarray] = []  # ids, or raw tags when decode is set
-        self._files: list[Any] = []  # per batch: None, or per-element source_file / source_line / source
-        self._workers: list[Any] = []  # per batch: None (the batch's worker) or per-element workers
         self._e_extra: dict[str, list[Any]] = {}
+        self._files: dict[int, Any] = {}  # batch index -> per-element source_file / source_line / source
+        self._workers: dict[int, Any] = {}  # batch index -> per-element workers (tf.data service)
+        self._n = 0
         self._n_total = 0
         self._cache: tuple[int, pd.DataFrame] | None = None
-        self._release = False
 
     def __len__(self) -> int:
         """Number of batches (rows of the ``batches`` table) recorded."""
-        return len(self._b["step"])
+        return self._n
 
     @property
     def n_elements(self) -> int:
         """Number of element rows recorded."""
         return self._n_total
+
+    def nbytes(self) -> int:
+        """Bytes the recorded rows hold (what :meth:`add` stored; the built tables are not counted)."""
+        cols = [*self._ints.values(), *(t.codes for t in self._texts.values()), self._ids]
+        return sum(c.nbytes() for c in cols)
 
     def add(
         self,
@@ -294,23 +430,27 @@ class Recorder:
             raise ValueError("Recorder.add(tags=...) needs Recorder(decode=...) to read them.")
         arr = _int64_vector(tags if tags is not None else ids)
         n = len(arr)
-        b = self._b
-        b["step"].append(step)
-        b["replica"].append(replica)
-        b["worker"].append(self.worker if worker is None else _batch_worker(worker, self.worker))
-        b["device"].append(device)
-        b["replica_device"].append(device if replica_device is None else replica_device)
-        b["n_elements"].append(n)
-        b["shape"].append(shape if isinstance(shape, str) else str(tuple(shape)))
-        b["dtype"].append(dtype)
-        b["result"].append(result)
-        self._ids.append(arr)
-        self._files.append(sources)
-        self._workers.append(worker if worker is not None and np.ndim(worker) else None)
+        index = self._n
+        ints, texts = self._ints, self._texts
+        ints["step"].append(step)
+        ints["replica"].append(replica)
+        ints["worker"].append(self.worker if worker is None else _batch_worker(worker, self.worker))
+        ints["n_elements"].append(n)
+        texts["device"].append(device)
+        texts["replica_device"].append(device if replica_device is None else replica_device)
+        texts["shape"].append(shape if isinstance(shape, str) else str(tuple(shape)))
+        texts["dtype"].append(dtype)
+        texts["result"].append(result)
+        self._ids.extend(arr)
+        if sources:
+            self._files[index] = sources
+        if worker is not None and np.ndim(worker):
+            self._workers[index] = worker
+        self._n = index + 1
         if batch or self._b_extra:  # the common case (no extra columns) skips both
-            self._add_extra(self._b_extra, batch or {}, len(self) - 1, None)
+            self._add_extra(self._b_extra, batch or {}, index, None)
         if elements or self._e_extra:
-            self._add_extra(self._e_extra, elements or {}, len(self) - 1, n)
+            self._add_extra(self._e_extra, elements or {}, index, n)
         self._n_total += n
         return n
 
@@ -327,11 +467,12 @@ class Recorder:
     # -- tables --------------------------------------------------------------
     def step_totals(self) -> np.ndarray:
         """Elements per step recorded by this process (index = step)."""
-        steps = np.asarray(self._b["step"], dtype=np.int64)
-        n = np.asarray(self._b["n_elements"], dtype=np.int64)
-        if not len(steps):
+        steps = self._ints["step"].array()
+        n = self._ints["n_elements"].array().astype(np.int64)
+        if not len(steps) or steps.max() < 0:
             return np.zeros(0, dtype=np.int64)
-        return np.bincount(steps[steps >= 0], weights=n[steps >= 0], minlength=int(steps.max()) + 1).astype(np.int64)
+        ok = steps >= 0
+        return np.bincount(steps[ok], weights=n[ok], minlength=int(steps.max()) + 1).astype(np.int64)
 
     def tables(
         self, *, global_batch_size: int | None = None, totals: Mapping[int, int] | np.ndarray | None = None,
@@ -339,26 +480,61 @@ class Recorder:
     ) -> tuple[pd.DataFrame, pd.DataFrame]:
         """The ``(elements, batches)`` tables (see :func:`partial_flags` for ``totals``).
 
-        ``release=True`` frees the raw ids while the table is built (lower
-        peak memory); the recorder then takes no more :meth:`add` calls.
+        ``release=True`` frees the raw ids once the table is built; the recorder then takes no more
+        :meth:`add` calls.
         """
         self._release = self._release or release
         return self._elements(), self._batches(global_batch_size, totals)
 
+    def drain(self, *, global_batch_size: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The tables of every batch recorded so far, which the recorder then forgets (it takes more rows).
+
+        Example:
+            >>> rec = Recorder()
+            >>> _ = rec.add(0, 0, ids=np.array([1, 2]))
+            >>> e, b = rec.drain(); _ = rec.add(1, 0, ids=np.array([3]))
+            >>> e["source_id"].tolist(), rec.tables()[0]["source_id"].tolist(), len(rec)
+            ([1, 2], [3], 1)
+        """
+        out = self._elements(), self._batches(global_batch_size, None)
+        self._reset()
+        return out
+
+    def tail(self, batches: int) -> dict[str, Any]:
+        """The last ``batches`` batches: ``step``, ``replica``, ``n_elements``, ``device`` (one per batch) and
+        ``source_id`` (their elements, one after another, tags decoded).
+
+        Cheap at any length (it reads only those batches): what a live view of a long run follows.
+
+        Example:
+            >>> rec = Recorder()
+            >>> for s in range(3):
+            ...     _ = rec.add(s, 0, ids=np.array([2 * s, 2 * s + 1]), device="CPU:0")
+            >>> t = rec.tail(2); t["step"].tolist(), t["source_id"].tolist()
+            ([1, 2], [2, 3, 4, 5])
+        """
+        lo = max(self._n - batches, 0)
+        n = self._ints["n_elements"].array(lo).astype(np.int64)
+        raw = self._ids.array(self._n_total - int(n.sum()))
+        ids = (np.asarray(self._decode(raw)["source_id"], dtype=np.int64) if self._decode is not None and len(raw)
+               else raw)
+        return {"step": self._ints["step"].array(lo), "replica": self._ints["replica"].array(lo).astype(np.int64),
+                "n_elements": n, "device": self._texts["device"].values(lo), "source_id": ids}
+
     def _batches(self, global_batch_size: int | None, totals: Any) -> pd.DataFrame:
-        b = self._b
-        n = np.asarray(b["n_elements"], dtype=np.int64)
-        steps = np.asarray(b["step"], dtype=np.int64)
+        ints, texts = self._ints, self._texts
+        n = ints["n_elements"].array().astype(np.int64)
+        steps = ints["step"].array()
         cols: dict[str, Any] = {
-            "step": steps, "replica": np.asarray(b["replica"], dtype=np.int64),
-            "worker": np.asarray(b["worker"], dtype=np.int64), "device": _categorical(b["device"]),
-            "replica_device": _categorical(b["replica_device"]), "n_elements": n,
-            "shape": _categorical(b["shape"]), "dtype": _categorical(b["dtype"]),
+            "step": steps, "replica": ints["replica"].array().astype(np.int64),
+            "worker": ints["worker"].array().astype(np.int64), "device": texts["device"].categorical(),
+            "replica_device": texts["replica_device"].categorical(), "n_elements": n,
+            "shape": texts["shape"].categorical(), "dtype": texts["dtype"].categorical(),
             "empty": n == 0, "partial": partial_flags(steps, n, global_batch_size, totals),
-            "result": np.asarray(b["result"], dtype=object),
+            "result": np.asarray(texts["result"].values(), dtype=object),
         }
         for k, v in self._b_extra.items():
-            cols[k] = v
+            cols[k] = v + [None] * (self._n - len(v))
         return pd.DataFrame(cols, copy=False)
 
     def _elements(self) -> pd.DataFrame:
@@ -368,15 +544,16 @@ class Recorder:
         """
         if self._cache is not None and self._cache[0] == len(self):
             return self._cache[1]
-        b = self._b
-        counts = np.asarray(b["n_elements"], dtype=np.int64)
+        ints, texts = self._ints, self._texts
+        counts = ints["n_elements"].array().astype(np.int64)
         total = int(counts.sum())
         cols: dict[str, Any] = {k: np.empty(total, dtype=np.int64) for k in (
             "step", "replica", "worker", "source_id", "source", "source_line", "epoch", "position")}
-        per_batch = {k: np.asarray(b[k], dtype=np.int64) for k in ("step", "replica", "worker")}
-        cats = {k: _categorical(b[k]) for k in ("device", "replica_device")}
+        per_batch = {k: ints[k].array().astype(np.int64) for k in ("step", "replica", "worker")}
+        cats = {k: texts[k].categorical() for k in ("device", "replica_device")}
         codes = {k: np.empty(total, dtype=c.codes.dtype) for k, c in cats.items()}
         files = _Files(total)
+        starts = np.concatenate([[0], np.cumsum(counts)])
         at = 0
         for lo, hi in self._chunk_bounds(counts):
             c = counts[lo:hi]
@@ -388,8 +565,10 @@ class Recorder:
                 codes[k][sl] = np.repeat(cat.codes[lo:hi], c)
             cols["position"][sl] = np.arange(n) - np.repeat(np.cumsum(c) - c, c)
             self._fill_workers(lo, hi, cols["worker"][sl], c)
-            self._fill_sources(lo, hi, c, cols, files, sl)
+            self._fill_sources(lo, hi, c, cols, files, sl, int(starts[lo]))
             at += n
+        if self._release:
+            self._ids = Column("int64")
         ordered = {k: cols[k] for k in ("step", "replica", "worker")}
         ordered["device"] = pd.Categorical.from_codes(codes["device"], categories=cats["device"].categories)
         ordered.update({k: cols[k] for k in ("source_id", "source")})
@@ -401,6 +580,7 @@ class Recorder:
                                                               categories=cats["replica_device"].categories)
         ordered.update({k: v for k, v in cols.items() if k not in _BUILT})
         for k, parts in self._e_extra.items():
+            parts = parts + [None] * (self._n - len(parts))
             ordered[k] = np.concatenate([p if p is not None else np.full(c, None) for p, c in zip(parts, counts, strict=True)])
         frame = pd.DataFrame(ordered, copy=False)
         self._cache = (len(self), frame)
@@ -419,24 +599,27 @@ class Recorder:
 
     def _fill_workers(self, lo: int, hi: int, out: np.ndarray, c: np.ndarray) -> None:
         """Per-element workers given to :meth:`add` (tf.data service) over the batch's own."""
+        if not self._workers:
+            return
         at = 0
-        for w, n in zip(self._workers[lo:hi], c.tolist(), strict=True):
+        for i, n in zip(range(lo, hi), c.tolist(), strict=True):
+            w = self._workers.get(i)
             if w is not None:
                 out[at:at + n] = np.asarray(w, dtype=np.int64).reshape(-1)
             at += n
 
     def _fill_sources(self, lo: int, hi: int, c: np.ndarray, cols: dict[str, np.ndarray], files: _Files,
-                      sl: slice) -> None:
+                      sl: slice, first: int) -> None:
         """``source_id``, ``source``, ``source_file``, ``source_line`` of one chunk (tags decoded here)."""
-        raw = self._ids[lo] if hi - lo == 1 else np.concatenate(self._ids[lo:hi])
-        if self._release:
-            self._ids[lo:hi] = [_RELEASED] * (hi - lo)
+        raw = self._ids.array(first, first + int(c.sum()))
+        parts: list[tuple[int, int, Any]]
         if self._decode is not None:
             parts = [(0, len(raw), self._decode(raw))]
         else:
             cols["source_id"][sl] = raw
             starts = (np.cumsum(c) - c).tolist()
-            parts = [(s0, s0 + n, g) for s0, n, g in zip(starts, c.tolist(), self._files[lo:hi], strict=True)]
+            parts = [(s0, s0 + n, self._files.get(i)) for s0, n, i in zip(starts, c.tolist(), range(lo, hi),
+                                                                          strict=True)]
         cols["source"][sl] = 0
         cols["source_line"][sl] = -1
         cols["epoch"][sl] = 0
@@ -456,7 +639,6 @@ class Recorder:
                 files.fill(part, given["source_file"])
 
 
-_RELEASED = np.zeros(0, dtype=np.int64)
 _DECODED = {"source", "source_id", "source_line", "epoch", "source_file"}
 _BUILT = {"step", "replica", "worker", "source_id", "source", "source_line", "epoch", "position"}
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import sys
 import threading
 import warnings
@@ -43,6 +44,7 @@ import pandas as pd
 import tensorflow as tf
 from tensorflow.python.distribute import distribute_lib
 
+from vizdist._parts import concat_frames
 from vizdist.errors import RecordingWarning, TracingError
 from vizdist.instrument.run import engine, recorded_input
 from vizdist.instrument.run.epochs import Passes
@@ -50,6 +52,7 @@ from vizdist.instrument.run.inputs import TaggingFn, base_meta, input_meta, tag_
 from vizdist.instrument.run.keras_inputs import KerasHooks, keras_source
 from vizdist.instrument.run.observers import observers_for
 from vizdist.instrument.run.reader import StepReader
+from vizdist.instrument.run.stream import PART_ELEMENTS, PartStream
 from vizdist.instrument.service import registry as service_registry
 from vizdist.trace import Trace
 
@@ -57,6 +60,8 @@ __all__ = ["PHASES", "TIMING_NOTE", "DatasetRecord", "Recording", "RecordingWarn
 
 #: Where a pass can start.
 PHASES = ("train", "validation", "evaluate", "predict", "build", "loop")
+#: Steps the live explorer (``rec.show()``) holds: the newest ones.
+RECENT_STEPS = 50
 _KERAS_METHODS = ("fit", "evaluate", "predict", "_maybe_symbolic_build")
 _keys = itertools.count()
 _active: Recording | None = None
@@ -108,7 +113,7 @@ class DatasetRecord:
         self.index = len(recording.datasets)
         self.tagged, self.ids_in_values = tagged, ids_in_values
         self.reader = StepReader(strategy, info=info, tagged=tagged, ids_in_values=ids_in_values)
-        self.lock = threading.Lock()
+        self.lock = recording.step_lock  # one lock for the block: a snapshot or a part holds whole steps
         self._read_t0: int | None = None  # timing: when the current read began
         self._last: tuple[int, int] | None = None  # timing: (step, when its read ended) of the last step
 
@@ -152,7 +157,7 @@ class DatasetRecord:
         with self.lock:
             step = self.recording.begin_step(self)
             self._spans(step)
-            self.reader.record_step(step, tags, values)
+            self.recording.step_done(self.reader.record_step(step, tags, values))
 
     def graph_step(self, tags: Any, values: Any) -> None:
         """Report from inside a ``tf.function``: a ``tf.py_function`` that runs each time the step runs."""
@@ -183,6 +188,7 @@ class DatasetRecord:
         with self.lock:
             step = self.recording.begin_step(self)
             self._spans(step)
+            before = reader.rec.n_elements
             for r in range(len(devices)):
                 parts = [a.numpy() for a in arrays[r * (n + 1):(r + 1) * (n + 1)]]
                 device = reader.devices[r] if not devices[r] and r < len(reader.devices) else devices[r]
@@ -192,27 +198,42 @@ class DatasetRecord:
                     reader.rec.add(step, reader.replica_offset + r, tags=parts[0], **kw)
                 else:
                     reader.rec.add(step, reader.replica_offset + r, ids=reader.ids_by_content(parts[:-1]), **kw)
+            self.recording.step_done(reader.rec.n_elements - before)
 
     # -- tables -----------------------------------------------------------------
-    def tables(self) -> tuple[pd.DataFrame, pd.DataFrame]:
-        totals = self.reader.rec.step_totals()
-        batch = self.meta.get("global_batch_size") or (int(totals.max()) if len(totals) else None)
-        self.meta["global_batch_size"] = batch
-        return self.reader.rec.tables(global_batch_size=batch)
+    def tables(self, *, drain: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """This dataset's rows so far (``drain``: and forget them, they go into a part on disk)."""
+        rec = self.reader.rec
+        if not self.meta.get("global_batch_size"):
+            totals = rec.step_totals()
+            self.meta["global_batch_size"] = int(totals.max()) if len(totals) else None
+        batch = self.meta["global_batch_size"]
+        return rec.drain(global_batch_size=batch) if drain else rec.tables(global_batch_size=batch)
 
 
 class Recording:
-    """What :func:`record` returns: the block's datasets, passes and steps; ``.trace`` once it ended.
+    """What :func:`record` returns: the block's datasets, passes and steps, and their ``.trace``.
 
     Use it as a context manager (``with vizdist.record() as rec:``); ``rec.trace`` is the
-    :class:`~vizdist.trace.Trace` of everything distributed inside the block.
+    :class:`~vizdist.trace.Trace` of everything distributed inside the block (inside it, the steps so far);
+    ``rec.show()`` displays an explorer that follows the block as it runs; with ``path=`` the steps go to
+    disk in parts as they are recorded (:mod:`vizdist.instrument.run.stream`).
     """
 
-    def __init__(self, *, placement: bool | str = False, timing: bool = False) -> None:
+    def __init__(self, *, placement: bool | str = False, timing: bool = False, path: Any = None,
+                 part_elements: int = PART_ELEMENTS) -> None:
         self.run = engine.Run(None, api="record", observers=observers_for(
             timing=timing, placement=placement, users_code=True, note=TIMING_NOTE))
         self.datasets: list[DatasetRecord] = []
         self.epochs = Passes()
+        #: Held while a step is recorded, a part written or a snapshot taken: each sees whole steps.
+        self.step_lock = threading.RLock()
+        #: ``record(path=...)``: where the parts go (None: the recording stays in memory).
+        self.stream = PartStream(path, part_elements=part_elements) if path is not None else None
+        self._buffered = 0  # elements recorded since the last part
+        self._recent: Trace | None = None  # the newest steps of the last part written (for the live view)
+        #: How the block ended, if by an exception (``meta["ended_by"]``).
+        self.error: str | None = None
         self.active = False
         self.ended = False
         self.thread: threading.Thread | None = None  # the thread that opened the block: the one recorded
@@ -246,13 +267,29 @@ class Recording:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.active, self.ended = False, True
+        with self.step_lock:  # a step being recorded in another thread finishes first
+            self.active, self.ended = False, True
+        if exc[0] is not None:
+            self.error = f"{exc[0].__name__}: {str(exc[1]).splitlines()[0][:200] if str(exc[1]) else ''}"
         try:
             self.run.__exit__(*exc)
         finally:
             self._end()
+            if self.stream is not None:
+                self._last_part(failing=exc[0] is not None)
         if exc[0] is None:
             self._warn_unrecorded()
+
+    def _last_part(self, *, failing: bool) -> None:
+        """At block exit: the last part (the observers' rows too). Its failure does not hide the user's error."""
+        try:
+            with self.step_lock:
+                self._write_part(ended=True)
+        except Exception as err:
+            if not failing:
+                raise
+            warnings.warn(f"vizdist.record(path=...): the block's last part could not be written ({err}); the parts "
+                          "before it are whole.", RecordingWarning, stacklevel=3)
 
     def owns_thread(self) -> bool:
         """True in the thread that opened the block (the only one recorded)."""
@@ -315,7 +352,7 @@ class Recording:
 
     def _warn_unrecorded(self) -> None:
         """At block exit: a warning naming what was read but not recorded (and an empty block)."""
-        steps = len(self.epochs.step_pass)
+        steps = self.epochs.n_steps
         what = list(self.unrecorded) + list(self.notes)
         if steps == 0 and not what:
             what = ["no dataset was distributed and read inside the block (TF's default strategy hands the "
@@ -418,15 +455,115 @@ class Recording:
         """The block's next step number, counted in the pass ``sink`` is reading."""
         return self.epochs.begin_step(sink.index)
 
+    def step_done(self, n_elements: int) -> None:
+        """After each step, the step lock held: with ``path=``, the steps held go into a part when one is due."""
+        self._buffered += n_elements
+        if self.stream is not None and self.stream.due(self._buffered):
+            self._write_part(ended=False)
+
+    def _write_part(self, *, ended: bool) -> None:
+        """Every step held in memory into the next part on disk, then forget them (the step lock held)."""
+        assert self.stream is not None
+        first, steps = self.epochs.first_kept, self.epochs.n_steps
+        part = build_trace(self, drain=True, finish=ended)
+        keep = part.batches["step"].drop_duplicates().nlargest(RECENT_STEPS) if len(part.batches) else []
+        self._recent = Trace(elements=part.elements[part.elements["step"].isin(keep)],
+                             batches=part.batches[part.batches["step"].isin(keep)], meta=part.meta)
+        self.stream.write(part, strategy=self.datasets[0].strategy if self.datasets else None, first_step=first,
+                          steps=steps, ended=ended, error=self.error if ended else None)
+        self.epochs.drop_before(steps)
+        self._buffered = 0
+
     # -- the trace ----------------------------------------------------------------
     @property
     def trace(self) -> Trace:
-        """The :class:`~vizdist.trace.Trace` of every step read inside the block (once the block ended)."""
+        """The :class:`~vizdist.trace.Trace` of every step read inside the block.
+
+        Inside the block, a consistent snapshot of the steps so far (each step whole, with its phase and
+        epoch; the placement and timing observers add their rows once the block ends); after it, the whole
+        block. With ``path=``, read from the parts on disk (and the steps not yet written).
+        """
         if not self.ended:
-            raise TracingError("rec.trace is ready once the `with vizdist.record() as rec:` block has ended.")
+            return self.snapshot()
         if self._trace is None:
-            self._trace = build_trace(self)
+            self._trace = build_trace(self) if self.stream is None else self.stream.load()
         return self._trace
+
+    def snapshot(self) -> Trace:
+        """The steps recorded so far, each whole (see :attr:`trace`)."""
+        with self.step_lock:
+            memory = build_trace(self, finish=False)
+            parts = self.stream.parts if self.stream is not None else 0
+        memory = Trace(elements=memory.elements, batches=memory.batches, events=memory.events,
+                       meta={**memory.meta, "stopped": "running"})
+        return memory if self.stream is None else self.stream.load(parts=parts, memory=memory)
+
+    def recent(self, after: int = -1, max_steps: int = RECENT_STEPS) -> tuple[Trace | None, dict[str, Any]]:
+        """The newest steps after step ``after`` (at most ``max_steps``), and the block's status: what the live
+        explorer (:meth:`show`) follows. Reads only those steps, however long the run.
+
+        Returns:
+            ``(trace of those steps, or None when there is none, {"steps": steps so far, "ended": bool,
+            "error": how the block ended or None})``.
+        """
+        with self.step_lock:
+            status: dict[str, Any] = {"steps": self.epochs.n_steps, "ended": self.ended, "error": self.error}
+            if self.epochs.n_steps - 1 <= after:
+                return None, status
+            frames = [self._tail(d, after, max_steps) for d in self.datasets]
+            recent = self._recent
+        elements = [f[0] for f in frames if len(f[0])]
+        batches = [f[1] for f in frames if len(f[1])]
+        if recent is not None:
+            elements.append(recent.elements[recent.elements["step"] > after])
+            batches.append(recent.batches[recent.batches["step"] > after])
+        if not batches:
+            return None, status
+        b = pd.concat(batches, ignore_index=True)
+        keep = np.sort(b["step"].unique())[-max_steps:]
+        e = pd.concat(elements, ignore_index=True) if elements else pd.DataFrame()
+        meta = {"kind": "distribution", "api": "record", "strategy": self._strategy_name()}
+        return Trace(elements=e[e["step"].isin(keep)] if len(e) else e, batches=b[b["step"].isin(keep)],
+                     meta=meta), status
+
+    def _strategy_name(self) -> str:
+        return str(self.datasets[0].meta.get("strategy", "")) if self.datasets else ""
+
+    def _tail(self, d: DatasetRecord, after: int, max_steps: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The newest batches of one dataset held in memory, after step ``after``, labelled."""
+        t = d.reader.rec.tail(max_steps * max(len(d.reader.devices), 1))
+        keep = t["step"] > after
+        if not keep.any():
+            return pd.DataFrame(), pd.DataFrame()
+        n = t["n_elements"]
+        serial, epoch, in_epoch = self.epochs.labels(t["step"])
+        phase = np.array([self.epochs.passes[i]["phase"] for i in serial.tolist()], dtype=object)
+        b = pd.DataFrame({"step": t["step"], "replica": t["replica"], "device": t["device"], "n_elements": n,
+                          "empty": n == 0, "dataset": d.index, "phase": phase, "epoch": epoch,
+                          "epoch_step": in_epoch})[keep]
+        rows = np.repeat(np.arange(len(n)), n)
+        starts = np.cumsum(n) - n
+        e = pd.DataFrame({"step": t["step"][rows], "replica": t["replica"][rows],
+                          "device": np.asarray(t["device"], dtype=object)[rows], "source_id": t["source_id"],
+                          "position": np.arange(int(n.sum())) - starts[rows], "dataset": d.index,
+                          "phase": phase[rows], "epoch": epoch[rows], "epoch_step": in_epoch[rows]})
+        return e[keep[rows]], b
+
+    def show(self, **kwargs: Any) -> Any:
+        """Display the explorer following this block as it runs (JupyterLab): call it inside the block, or
+        before ``fit`` in the same cell. New steps appear while ``fit`` runs, within a second; Keras's
+        progress bar and your output are unchanged. It follows the newest steps only (it never rebuilds the
+        whole trace), so it stays cheap at millions of steps; after the block, ``rec.trace.show()`` explores
+        every step. Keyword options go to :func:`vizdist.render.live.show_live`.
+
+        Example:
+            >>> with vizdist.record() as rec:      # doctest: +SKIP
+            ...     rec.show()
+            ...     model.fit(ds, epochs=20)
+        """
+        from vizdist import views
+
+        return views.live_explorer(self.recent, **kwargs)
 
 
 def _from_vizdist() -> bool:
@@ -446,7 +583,8 @@ def _options(options: Any) -> dict[str, Any] | None:
     return options_dict(options)
 
 
-def record(*, placement: bool | str = False, timing: bool = False) -> Recording:
+def record(*, placement: bool | str = False, timing: bool = False, path: str | os.PathLike[str] | None = None,
+           part_elements: int = PART_ELEMENTS) -> Recording:
     """Record the run your own code executes, Keras ``fit`` / ``evaluate`` / ``predict`` or a loop.
 
     Wrap your unchanged code in ``with vizdist.record() as rec:``; every dataset distributed inside
@@ -464,6 +602,13 @@ def record(*, placement: bool | str = False, timing: bool = False) -> Recording:
         timing: also record *when*, on the host: each step's read of the distributed dataset and the time
             between reads (your step), in ``trace.events`` for ``trace.plot.timeline()`` (see
             :data:`TIMING_NOTE`).
+        path: a folder to write the recording into as it runs, in parts (Parquet; see
+            :mod:`vizdist._parts`), so the memory it holds stays bounded however long the run: a local
+            folder or a URL on one of TensorFlow's file systems (``gs://...``, ``hdfs://...``, ``ram://...``,
+            through ``tf.io.gfile``). ``vizdist.load_trace(path)`` opens it while the run goes on and after
+            it (then equal to ``rec.trace``). Every worker of a cluster may write into one shared folder.
+        part_elements: elements per part with ``path=`` (a part is also written at least every
+            :data:`~vizdist.instrument.run.stream.PART_SECONDS` seconds while steps come in).
 
     Returns:
         A :class:`Recording`; after the block, ``rec.trace`` is a :class:`~vizdist.trace.Trace`
@@ -481,41 +626,45 @@ def record(*, placement: bool | str = False, timing: bool = False) -> Recording:
                          f"'FULL_HEALTH'); got {placement!r}.")
     if not isinstance(timing, bool):
         raise ValueError(f"timing must be True or False; got {timing!r}.")
-    return Recording(placement=placement, timing=timing)
+    return Recording(placement=placement, timing=timing, path=path, part_elements=part_elements)
 
 
 def _label(df: pd.DataFrame, rec: Recording, dataset: int) -> pd.DataFrame:
     """Add ``dataset``, ``phase``, ``epoch`` and ``epoch_step`` by step (TF's repeat count becomes ``repetition``)."""
     ep = rec.epochs
     df = df.rename(columns={"epoch": "repetition"})
-    steps = df["step"].to_numpy()
-    step_pass = np.asarray(ep.step_pass, dtype=np.int64)[steps]
-    phase_codes = np.array([PHASES.index(p["phase"]) for p in ep.passes], dtype=np.int8)
+    step_pass, epoch, in_epoch = ep.labels(df["step"].to_numpy())
+    phase_codes = np.array([PHASES.index(p["phase"]) for p in ep.passes] or [0], dtype=np.int8)
     df["dataset"] = np.full(len(df), dataset, dtype=np.int32)  # int32: a few bytes less per element row
     df["phase"] = pd.Categorical.from_codes(phase_codes[step_pass], categories=PHASES)  # no per-row lookup
-    df["epoch"] = np.asarray(ep.step_epoch, dtype=np.int32)[steps]
-    df["epoch_step"] = np.asarray(ep.step_in_epoch, dtype=np.int32)[steps]
+    df["epoch"] = epoch.astype(np.int32, copy=False)
+    df["epoch_step"] = in_epoch.astype(np.int32, copy=False)
     return df
 
 
 def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    df = concat_frames(frames)  # text columns stay categorical (devices: a few strings, many rows)
     return df.sort_values(["step", "replica"], kind="stable").reset_index(drop=True) if len(df) else df
 
 
-def build_trace(rec: Recording) -> Trace:
-    """One trace of every dataset recorded in the block (``meta["datasets"]``: each one's own meta)."""
+def build_trace(rec: Recording, *, drain: bool = False, finish: bool = True) -> Trace:
+    """One trace of every dataset recorded in the block (``meta["datasets"]``: each one's own meta).
+
+    ``drain``: only the steps held in memory, which the recorders then forget (a part on disk);
+    ``finish``: with what the observers (placement, timing) recorded, once the block has ended.
+    """
     elements, batches, metas = [], [], []
     passes = rec.epochs.passes
     for d in rec.datasets:
-        e, b = d.tables()
+        e, b = d.tables(drain=drain)
         elements.append(_label(e, rec, d.index))
         batches.append(_label(b, rec, d.index))
         phases = sorted({p["phase"] for p in passes if p["dataset"] == d.index and p["steps"]})
         metas.append({**d.meta, "phases": phases, "steps_run": int(sum(
             p["steps"] for p in passes if p["dataset"] == d.index))})
     meta = _block_meta(rec, metas, rec.epochs.rows())
-    return rec.run.finish(Trace(elements=_concat(elements), batches=_concat(batches), meta=meta))
+    trace = Trace(elements=_concat(elements), batches=_concat(batches), meta=meta)
+    return rec.run.finish(trace) if finish else trace
 
 
 #: What record(timing=True) measures (``meta["timing"]["notes"]``).
@@ -534,7 +683,7 @@ def _block_meta(rec: Recording, metas: list[dict[str, Any]], passes: list[dict[s
                 "note": "; ".join([note, *rec.notes]), "not_recorded": [*rec.unrecorded, *rec.notes] or [note]}
     meta: dict[str, Any] = dict(metas[0]) if len(metas) == 1 else {k: metas[0][k] for k in (
         "kind", "strategy", "num_replicas", "devices", "tf_version", "host", "gpus", "num_workers") if k in metas[0]}
-    meta.update(api="record", datasets=metas, passes=passes, steps_run=len(rec.epochs.step_pass), stopped="end_of_block",
+    meta.update(api="record", datasets=metas, passes=passes, steps_run=rec.epochs.n_steps, stopped="end_of_block",
                 worker=rec.datasets[0].reader.worker)
     if any(not d.tagged for d in rec.datasets):
         meta["provenance"] = "fingerprint"
@@ -542,4 +691,6 @@ def _block_meta(rec: Recording, metas: list[dict[str, Any]], passes: list[dict[s
         meta["note"] = "; ".join([str(meta["note"])] * bool(meta.get("note")) + rec.notes)
     if rec.unrecorded or rec.notes:
         meta["not_recorded"] = [*rec.unrecorded, *rec.notes]
+    if rec.error:
+        meta["ended_by"] = rec.error
     return meta

@@ -1,0 +1,200 @@
+"""The live explorer: a running ``vizdist.record()`` block, followed step by step as it runs (JupyterLab).
+
+``rec.show()`` hands :func:`show_live` the block's *feed*, a function ``feed(after, max_steps)`` that
+returns a small trace of the newest steps after step ``after`` (or None) and the block's status
+(``{"steps": int, "ended": bool, "error": str | None}``). A thread of the explorer asks the feed for new
+steps every ``interval`` seconds and, when there are some, lays out only those (never the whole trace:
+it stays cheap at millions of steps), keeps the newest ``window`` of them, and shows the newest one: one
+card per replica with its device and the element ids it got, the step's phase and epoch. The widget's
+state messages go to the browser from that thread while your cell (``fit``) runs; nothing is printed,
+so Keras's progress bar and your own output are as they are without it. The thread ends with the block
+(one last refresh) or when the explorer is closed.
+
+While the kernel runs your cell it cannot answer the slider (JupyterLab sends its moves to a busy
+kernel), so the explorer follows the newest step on its own; once the block ended, its slider browses the
+steps it holds, and ``rec.trace.show()`` explores every step.
+
+Example:
+    >>> import vizdist
+    >>> t = vizdist.Trace.from_records(elements=[dict(step=0, replica=0, source_id=7, position=0)],
+    ...                                batches=[dict(step=0, replica=0, n_elements=1)])
+    >>> live = LiveExplorer(lambda after, n: (t if after < 0 else None, {"steps": 1, "ended": True}), start=False)
+    >>> live.refresh(), live.step, "data-ended=\\"1\\"" in live.status.value
+    (True, 0, True)
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from html import escape
+from typing import TYPE_CHECKING, Any
+
+from vizdist._optional import require
+from vizdist.render.html import cell_html
+from vizdist.render.layout import split_layout
+from vizdist.trace import Trace
+
+__all__ = ["Feed", "LiveExplorer", "show_live"]
+
+if TYPE_CHECKING:  # mypy reads the base classes from the package itself
+    import ipywidgets as widgets
+else:
+    widgets = require("ipywidgets", pip="ipywidgets", conda="ipywidgets")
+
+#: ``feed(after, max_steps) -> (trace of the newest steps after ``after``, or None; status)``.
+Feed = Callable[[int, int], "tuple[Trace | None, dict[str, Any]]"]
+
+
+class LiveExplorer(widgets.VBox):  # type: ignore[misc]  # the base class comes from a package without types (Any)
+    """Follows a running block through its ``feed`` (see the module docs); ``refresh()`` reads it once."""
+
+    def __init__(self, feed: Feed, *, interval: float = 0.5, window: int = 20, start: bool = True) -> None:
+        if not interval > 0 or not window >= 1:
+            raise ValueError(f"interval must be > 0 s and window >= 1 step; got {interval!r}, {window!r}.")
+        self._feed, self._interval, self._window_size = feed, float(interval), int(window)
+        self._steps: dict[int, tuple[str, list[dict[str, Any]]]] = {}  # step -> (its label, cell per replica)
+        self._replicas: list[dict[str, Any]] = []
+        self._last, self._total, self._ended = -1, 0, False
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        #: CPU seconds its refreshes took (the thread's own time: what following the run costs the kernel).
+        self.cpu_s = 0.0
+        self.status = widgets.HTML(self._status_html({"steps": 0, "ended": False}))
+        self.slider = widgets.IntSlider(value=0, min=0, max=0, description="step", continuous_update=True)
+        self.slider.add_class("vizdist-step")
+        self.label = widgets.HTML('<span data-step="-1">waiting for the first step</span>')
+        self.label.add_class("vizdist-step-label")
+        self.cards = widgets.HBox([], layout=widgets.Layout(flex_flow="row wrap"))
+        self.slider.observe(lambda change: self._render(int(change["new"])), names="value")
+        super().__init__([self.status, widgets.HBox([self.slider, self.label]), self.cards])
+        self.add_class("vizdist-explorer")
+        self.add_class("vizdist-live")
+        self._thread: threading.Thread | None = None
+        if start:
+            self._thread = threading.Thread(target=self._follow, daemon=True, name="vizdist-live-explorer")
+            self._thread.start()
+
+    # -- following ---------------------------------------------------------------------------------------
+    @property
+    def step(self) -> int:
+        """The step shown (-1 before the first)."""
+        return int(self.slider.value) if self._steps else -1
+
+    def refresh(self) -> bool:
+        """Read the feed once: lay out the new steps, show the newest. Returns whether the block has ended."""
+        t0 = time.thread_time()
+        try:
+            return self._refresh()
+        finally:
+            self.cpu_s += time.thread_time() - t0
+
+    def _refresh(self) -> bool:
+        trace, status = self._feed(self._last, self._window_size)
+        with self._lock:
+            if trace is not None and len(trace.batches):
+                self._take(trace)
+            self._total, self._ended = int(status.get("steps", 0)), bool(status.get("ended"))
+            self.status.value = self._status_html(status)
+            if self._steps:
+                newest, oldest = max(self._steps), min(self._steps)
+                if oldest > self.slider.max:  # the new range lies past the old one: widen it first
+                    self.slider.max = newest
+                self.slider.min, self.slider.max = oldest, newest
+                if self.slider.value != newest:
+                    self.slider.value = newest  # renders it (the observer)
+                else:
+                    self._render(newest)
+        return self._ended
+
+    def _take(self, trace: Trace) -> None:
+        lay = split_layout(trace)
+        known = {r["id"] for r in self._replicas}
+        self._replicas += [r for r in lay["replicas"] if r["id"] not in known]
+        self._replicas.sort(key=lambda r: r["id"])
+        ids = [r["id"] for r in lay["replicas"]]
+        for s, label, cells in zip(lay["steps"], lay["step_labels"], lay["cells"], strict=True):
+            self._steps[int(s)] = (label, [dict(c, replica=r) for c, r in zip(cells, ids, strict=True)])
+        for s in sorted(self._steps)[:-self._window_size]:
+            del self._steps[s]
+        self._last = max(self._last, *self._steps)
+
+    def _follow(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                if self.refresh():
+                    return
+            except Exception as exc:  # shown, never raised into the kernel's thread machinery
+                self.status.value = (f'<span class="vizdist-live-status" data-error="1">the live view stopped: '
+                                     f'{escape(type(exc).__name__)}: {escape(str(exc)[:300])}</span>')
+                return
+
+    def close(self) -> None:
+        """Stop following (the thread ends at its next wake) and close the widgets."""
+        stop = getattr(self, "_stop", None)  # None: the constructor refused its arguments
+        if stop is not None:
+            stop.set()
+        super().close()
+
+    # -- drawing -----------------------------------------------------------------------------------------
+    def _status_html(self, status: dict[str, Any]) -> str:
+        n, ended = int(status.get("steps", 0)), bool(status.get("ended"))
+        if not ended:
+            text = f"recording: {n} step{'s' if n != 1 else ''} so far, following the newest"
+        elif status.get("error"):
+            text = f"the block ended after {n} steps, by {escape(str(status['error']))}"
+        else:
+            text = f"the block ended after {n} steps: rec.trace.show() explores every one"
+        return (f'<span class="vizdist-live-status" data-steps="{n}" data-ended="{int(ended)}">'
+                f"<b>live</b> &nbsp;{text}</span>")
+
+    def _render(self, step: int) -> None:
+        if step not in self._steps:
+            return
+        label, cells = self._steps[step]
+        self.label.value = (f'<span data-step="{step}">step {step} of {self._total}'
+                            f"{f' · {escape(label)}' if label else ''}</span>")
+        by_replica = {c["replica"]: c for c in cells}
+        html = []
+        for rep in self._replicas:
+            cell = by_replica.get(rep["id"], {"labels": [], "empty": True, "partial": False, "n": 0})
+            border = "#b00" if cell["empty"] else ("#a60" if cell.get("partial") else "#999")
+            html.append(
+                f'<div class="vizdist-card" data-step="{step}" data-replica="{rep["id"]}" '
+                f'style="border:2px solid {border};border-radius:6px;padding:6px 8px;margin:3px;'
+                f'min-width:130px;font-family:monospace;font-size:12px">'
+                f'<b>replica {rep["id"]}</b><br><small>{escape(rep["device"])}</small>'
+                f'<br>{cell.get("n", len(cell["labels"]))} element(s)<br>{cell_html(cell)}</div>')
+        if len(self.cards.children) != len(html):
+            self.cards.children = [widgets.HTML() for _ in html]
+        for card, text in zip(self.cards.children, html, strict=True):
+            if card.value != text:
+                card.value = text
+
+    # -- static fallback ---------------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        state = "ended" if self._ended else "recording"
+        return f"live explorer of a vizdist.record() block ({state}, {self._total} steps so far)"
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        data = dict(super()._repr_mimebundle_(**kwargs) or {})
+        data["text/plain"] = repr(self)
+        data["text/html"] = (f"<p><b>vizdist</b>: {escape(repr(self))}; it follows the run in JupyterLab. "
+                             "After the block, <code>rec.trace.show()</code> explores every step.</p>")
+        return data
+
+
+def show_live(feed: Feed, *, interval: float = 0.5, window: int = 20, display: bool = True) -> LiveExplorer | None:
+    """Display a :class:`LiveExplorer` following ``feed`` now (``display=False``: return it undisplayed).
+
+    Displayed at once, so it appears above the output of the code after it in the cell (``fit``'s progress
+    bar); returns None then, so that a cell ending in ``rec.show()`` does not display it twice.
+    """
+    live = LiveExplorer(feed, interval=interval, window=window)
+    if not display:
+        return live
+    from IPython.display import display as show
+
+    show(live)
+    return None
