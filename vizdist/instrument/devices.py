@@ -9,9 +9,9 @@ from vizdist.instrument.service import registry as _service_registry
 __all__ = ["virtual_devices"]
 
 def _initialized() -> bool:
-    from tensorflow.python.eager import context
+    from vizdist.instrument.tfapi import runtime
 
-    return context.context()._context_handle is not None
+    return runtime.context_initialized()
 
 
 def virtual_devices(n: int = 4, kind: str = "CPU", *, memory_limit_mb: int = 1024) -> list[str]:

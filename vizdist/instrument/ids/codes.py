@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import tensorflow as tf
-from tensorflow.python.data.ops import dataset_ops
-from tensorflow.python.framework import tensor_util
+
+from vizdist.instrument.tfapi import datasets
 
 __all__ = [
     "FILE_UNKNOWN",
@@ -69,7 +69,7 @@ def keyed(tagged: tf.data.Dataset) -> tf.data.Dataset:
         [(10, 0), (11, 1)]
     """
     tag_spec, value_spec = tagged.element_spec
-    return dataset_ops._RestructuredDataset(tagged, {"tag": tag_spec, "value": value_spec})
+    return datasets.restructured(tagged, {"tag": tag_spec, "value": value_spec})
 
 
 def untag(element: Any) -> tuple[Any, Any]:
@@ -205,7 +205,7 @@ def const_value(t: Any) -> Any:
     if isinstance(t, (int, float, bool, str)):
         return t
     try:
-        v = tensor_util.constant_value(t)
+        v = datasets.constant_value(t)
     except Exception:
         v = None
     if v is None:

@@ -50,6 +50,8 @@ import tensorflow as tf
 
 from vizdist.instrument.ids.codes import LINE_BITS, SOURCE_SHIFT, decode_tags
 from vizdist.instrument.ids.tagging import Builder, apply_fn, file_index_fn, is_generator, py_call
+from vizdist.instrument.tfapi import datasets as tfd
+from vizdist.instrument.tfapi import runtime
 
 __all__ = ["find_map_failure", "node_of"]
 
@@ -104,24 +106,25 @@ class _MapStages(Builder):
         self.stages: list[_Stage] = []
 
     def build(self, ds: Any) -> tf.data.Dataset:
-        name = type(ds).__name__  # tagging dispatches by class name
-        if name in ("_MapDataset", "_ParallelMapDataset"):
+        name = type(ds).__name__  # tagging dispatches by TF's class name
+        if name in (tfd.MAP, tfd.PARALLEL_MAP):
             return self._map(ds)
-        if name == "_FilterDataset":
+        if name == tfd.FILTER:
             out = super()._filter(ds)
-            self.stages.append(_Stage("filter", out._input_dataset, ds._predicate))
+            self.stages.append(_Stage("filter", tfd.field(out, "input_dataset"), tfd.field(ds, "predicate")))
             return out
-        if name == "_ScanDataset":
+        if name == tfd.SCAN:
             out = super()._scan(ds)
-            self.stages.append(_Stage("scan", out._input_dataset, ds._scan_func, state=ds._initial_state))
+            self.stages.append(_Stage("scan", tfd.field(out, "input_dataset"), tfd.field(ds, "scan_func"),
+                                      state=tfd.field(ds, "initial_state")))
             return out
-        if name in ("_FlatMapDataset", "_InterleaveDataset", "_ParallelInterleaveDataset"):
+        if name in (tfd.FLAT_MAP, tfd.INTERLEAVE, tfd.PARALLEL_INTERLEAVE):
             return self._flat_map(ds)
         return super().build(ds)
 
     def _map(self, ds: Any) -> tf.data.Dataset:
-        inner, fn = ds._input_dataset, ds._map_func
-        if type(inner).__name__ == "_SnapshotDataset":
+        inner, fn = tfd.field(ds, "input_dataset"), tfd.field(ds, "map_func")
+        if type(inner).__name__ == tfd.SNAPSHOT:
             return super()._map(ds)
         t = self.build(inner)  # unfused: a range source is tagged by its value, as in the traced run
         self.ops.append("map")
@@ -131,7 +134,7 @@ class _MapStages(Builder):
     def _flat_map(self, ds: Any) -> tf.data.Dataset:
         """flat_map / interleave, tagged as tagging does; the stage's input is what its function is
         called on, with the tag its first output gets."""
-        kind = "flat_map" if type(ds).__name__ == "_FlatMapDataset" else "interleave"
+        kind = "flat_map" if type(ds).__name__ == tfd.FLAT_MAP else "interleave"
         if is_generator(ds) or self._interleave_order(ds).get("deterministic") is False:
             return super()._flat_map(ds)  # (an interleave in no fixed order is not searched)
         first = len(self.sources)
@@ -140,12 +143,13 @@ class _MapStages(Builder):
         if source.get("id_is") == "file_line":  # files: tag = file index << 32 | position
             files = source["files"] if source["file_ids"] == "index" else None
             index, off = file_index_fn(files), first << SOURCE_SHIFT
-            tagged = ds._input_dataset.map(
+            tagged = tfd.field(ds, "input_dataset").map(
                 lambda f: (off + tf.bitwise.left_shift(index(f), tf.constant(LINE_BITS, tf.int64)), f))
-            self.stages.append(_Stage(kind, tagged, ds._map_func, output=out))
+            self.stages.append(_Stage(kind, tagged, tfd.field(ds, "map_func"), output=out))
         else:
             parts = source["parts"]
-            self.stages.append(_Stage(kind, out._input_dataset, ds._map_func, part_shift=parts["shift"],
+            self.stages.append(_Stage(kind, tfd.field(out, "input_dataset"), tfd.field(ds, "map_func"),
+                                      part_shift=parts["shift"],
                                       part_bits=parts["bits"], output=out))
         return out
 
@@ -158,7 +162,7 @@ def _op_type(fn: Any, node: str) -> str:
         for op in g.get_operations():
             if op.name == node:
                 return str(op.type)
-        graphs += [f.graph for f in getattr(g, "_functions", {}).values() if getattr(f, "graph", None) is not None]
+        graphs += [f.graph for f in runtime.function_graphs(g) if getattr(f, "graph", None) is not None]
     return ""
 
 

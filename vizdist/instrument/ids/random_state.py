@@ -32,12 +32,10 @@ import weakref
 from typing import Any
 
 import tensorflow as tf
-from tensorflow.core.framework import attr_value_pb2, graph_pb2, types_pb2
-from tensorflow.python.data.ops import dataset_ops
-from tensorflow.python.framework import ops
-from tensorflow.python.ops import gen_dataset_ops
 
 from vizdist.instrument.ids.codes import const_value, tensor_value
+from vizdist.instrument.tfapi import datasets as tfd
+from vizdist.instrument.tfapi import runtime
 
 __all__ = ["SEEDED_OPS", "random_in_function", "reshuffles", "seed_generator", "shared_shuffle"]
 
@@ -53,13 +51,12 @@ _handles: dict[int, tuple[Any, Any]] = {}  # id(dataset) -> (weakref to it, hand
 _lock = threading.Lock()
 
 
-def _graph(ds: Any) -> graph_pb2.GraphDef:
+def _graph(ds: Any) -> Any:
     """The dataset's graph as TF serializes it (external state ignored: only the structure is read)."""
-    policy = tf.data.experimental.ExternalStatePolicy.IGNORE
-    return graph_pb2.GraphDef.FromString(tensor_value(ds._as_serialized_graph(external_state_policy=policy)))
+    return tfd.parse_graph(tensor_value(tfd.graph_tensor(ds)))
 
 
-def _handle_proto(graph: graph_pb2.GraphDef, op: str) -> Any:
+def _handle_proto(graph: Any, op: str) -> Any:
     """The seed generator handle (a ``TensorProto``) of the dataset op the graph returns, or None."""
     nodes = {n.name: n for n in graph.node}
     ret = [n for n in graph.node if n.op == "_Retval" and n.input]
@@ -67,20 +64,9 @@ def _handle_proto(graph: graph_pb2.GraphDef, op: str) -> Any:
     if sink is None or sink.op != op or len(sink.input) <= SEEDED_OPS[op]:
         return None
     const = nodes.get(sink.input[SEEDED_OPS[op]].split(":")[0])
-    if const is None or const.op != "Const" or const.attr["dtype"].type != types_pb2.DT_RESOURCE:
+    if const is None or const.op != "Const" or not tfd.is_resource_dtype(const.attr["dtype"].type):
         return None
     return const.attr["value"].tensor
-
-
-def _resource(proto: Any) -> Any:
-    """An eager resource tensor holding the handle ``proto`` describes (a ``Const`` run in a wrapped graph
-    function: eager ``Const`` takes no tensor attribute)."""
-    def handle() -> Any:
-        attrs = {"value": attr_value_pb2.AttrValue(tensor=proto),
-                 "dtype": attr_value_pb2.AttrValue(type=types_pb2.DT_RESOURCE)}
-        return ops.get_default_graph().create_op("Const", [], [tf.resource], attrs=attrs).outputs[0]
-
-    return tf.compat.v1.wrap_function(handle, [])()
 
 
 def seed_generator(ds: Any, op: str = "ShuffleDatasetV3") -> Any:
@@ -102,7 +88,7 @@ def seed_generator(ds: Any, op: str = "ShuffleDatasetV3") -> Any:
         proto = _handle_proto(_graph(ds), op)
     except Exception:  # a dataset TF cannot serialize: no handle (the caller records by content)
         proto = None
-    handle = _resource(proto) if proto is not None else None
+    handle = tfd.resource_constant(proto) if proto is not None else None
     with _lock:
         _handles[key] = (weakref.ref(ds, _forgetter(key)), handle)
     return handle
@@ -121,35 +107,13 @@ def _forget(key: int) -> None:
         _handles.pop(key, None)
 
 
-class _SharedShuffleDataset(dataset_ops.UnaryUnchangedStructureDataset):
-    """TF's shuffle over ``input_dataset``, with the buffer size, seeds and seed generator of ``like``."""
-
-    def __init__(self, input_dataset: Any, like: Any, generator: Any) -> None:
-        self._input_dataset = input_dataset
-        self._buffer_size = like._buffer_size
-        self._seed, self._seed2 = like._seed, like._seed2
-        self._reshuffle_each_iteration = like._reshuffle_each_iteration
-        self._name = None
-        variant = gen_dataset_ops.shuffle_dataset_v3(
-            input_dataset._variant_tensor, buffer_size=self._buffer_size, seed=self._seed, seed2=self._seed2,
-            seed_generator=generator, reshuffle_each_iteration=self._reshuffle_each_iteration, **self._common_args)
-        super().__init__(input_dataset, variant)
-
-
 def shared_shuffle(input_dataset: Any, like: Any) -> tf.data.Dataset | None:
     """``input_dataset`` shuffled exactly as the user's shuffle ``like`` is: same buffer and seeds, and,
     when ``like`` reshuffles each iteration, the same seed generator (None: it cannot be shared)."""
-    if not const_value(like._reshuffle_each_iteration):
-        return _SharedShuffleDataset(input_dataset, like, gen_dataset_ops.dummy_seed_generator())
+    if not const_value(tfd.field(like, "reshuffle_each_iteration")):
+        return tfd.shuffle_like(input_dataset, like, None)
     generator = seed_generator(like)
-    return None if generator is None else _SharedShuffleDataset(input_dataset, like, generator)
-
-
-def _inputs(ds: Any) -> list[Any]:
-    try:
-        return list(ds._inputs())
-    except Exception:
-        return []
+    return None if generator is None else tfd.shuffle_like(input_dataset, like, generator)
 
 
 def reshuffles(ds: Any, depth: int = 0) -> bool:
@@ -159,14 +123,14 @@ def reshuffles(ds: Any, depth: int = 0) -> bool:
     if depth > 200:
         return True
     name = type(ds).__name__
-    if name == "_ShuffleDataset" and const_value(ds._reshuffle_each_iteration):
+    if name == tfd.SHUFFLE and const_value(tfd.field(ds, "reshuffle_each_iteration")):
         return True
-    if name == "_RandomDataset" and getattr(ds, "_rerandomize", None):
+    if name == tfd.RANDOM and tfd.field(ds, "rerandomize", None):
         return True
-    fn = getattr(ds, "_map_func", None) or getattr(ds, "_predicate", None)
+    fn = tfd.field(ds, "map_func", None) or tfd.field(ds, "predicate", None)
     if fn is not None and random_in_function(fn):
         return True
-    return any(reshuffles(i, depth + 1) for i in _inputs(ds))
+    return any(reshuffles(i, depth + 1) for i in tfd.inputs(ds))
 
 
 def random_in_function(wrapper: Any) -> bool:
@@ -175,7 +139,7 @@ def random_in_function(wrapper: Any) -> bool:
         graph = wrapper.function.graph
     except Exception:
         return False
-    graphs = [graph, *getattr(graph, "_functions", {}).values()]
+    graphs = [graph, *runtime.function_graphs(graph)]
     for g in graphs:
         g = getattr(g, "graph", g)
         try:

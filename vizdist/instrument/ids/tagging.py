@@ -63,10 +63,6 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.core.framework import graph_pb2
-from tensorflow.python.data.ops import directed_interleave_op, readers
-from tensorflow.python.data.util import structure
-from tensorflow.python.util import variable_utils
 
 from vizdist.instrument.ids import random_state
 from vizdist.instrument.ids.codes import (
@@ -79,6 +75,7 @@ from vizdist.instrument.ids.codes import (
 )
 from vizdist.instrument.service import own as service_own
 from vizdist.instrument.service import registry as service_registry
+from vizdist.instrument.tfapi import datasets as tfd
 
 # decode_tags, keyed, untag, values_are_ids and the layout's constants live in .codes (the read side)
 __all__ = ["ROW_BITS", "Tagged", "Untaggable", "cardinality", "tag_batch_rows", "tag_dataset"]
@@ -89,12 +86,8 @@ ROW_BITS = 24
 #: Up to this many files, a file's index is found by comparing names (files^2 comparisons in all).
 SCAN_FILES = 1024
 MAX_SOURCES = 127
-_FILE_READERS = {"TextLineDatasetV2", "TFRecordDatasetV2", "_TextLineDataset", "_TFRecordDataset",
-                 "FixedLengthRecordDatasetV2", "_FixedLengthRecordDataset"}
-
-
-_BATCHERS = {"_BatchDataset", "_ParallelBatchDataset", "_PaddedBatchDataset", "_RebatchDataset",
-             "_DenseToRaggedDataset", "_DenseToSparseBatchDataset", "_WindowDataset"}
+_FILE_READERS = tfd.FILE_READERS
+_BATCHERS = tfd.BATCHERS
 
 
 class Untaggable(Exception):
@@ -122,11 +115,11 @@ def cardinality(ds: Any) -> int:
 
 def _call(wrapper: Any, value: Any) -> Any:
     """Call a dataset transformation's traced function on a (nested) value."""
-    args = structure.to_tensor_list(wrapper._input_structure, value)
+    args = tfd.to_tensor_list(tfd.field(wrapper, "input_structure"), value)
     out = wrapper.function(*args)
     if not isinstance(out, (list, tuple)):
         out = [out]
-    return structure.from_compatible_tensor_list(wrapper.output_structure, list(out))
+    return tfd.from_tensor_list(wrapper.output_structure, list(out))
 
 
 def apply_fn(wrapper: Any, value: Any) -> Any:
@@ -139,11 +132,11 @@ def apply_fn(wrapper: Any, value: Any) -> Any:
     and its place among the graph's random ops), so only the user's own traced graph draws the user's
     numbers.
     """
-    func = getattr(wrapper, "_func", None)
+    func = tfd.field(wrapper, "func", None)
     if func is None or random_state.random_in_function(wrapper):
         return _call(wrapper, value)
     args = value if type(value) is tuple else (value,)  # tf.data's _should_unpack
-    ret = variable_utils.convert_variables_to_tensors(func(*args))
+    ret = tfd.convert_variables_to_tensors(func(*args))
     return tuple(ret) if isinstance(ret, list) else ret  # tf.data's _should_pack
 
 
@@ -151,8 +144,8 @@ def _op_attr(ds: Any, name: str) -> str:
     """A string attribute of the op that made ``ds`` (``""`` when it cannot be read), from the dataset's
     serialized graph: the op the graph's ``_Retval`` reads."""
     try:
-        policy = tf.data.experimental.ExternalStatePolicy.IGNORE  # (a random op in a map is no concern here)
-        graph = graph_pb2.GraphDef.FromString(tensor_value(ds._as_serialized_graph(external_state_policy=policy)))
+        # external state ignored (a random op in a map is no concern here)
+        graph = tfd.parse_graph(tensor_value(tfd.graph_tensor(ds)))
     except Exception:
         return ""
     nodes = {n.name: n for n in graph.node}
@@ -165,16 +158,12 @@ def _deterministic(code: str) -> bool | None:
     return {"true": True, "false": False}.get(code)
 
 
-def _upstream_has(ds: Any, kinds: set[str], depth: int = 0) -> bool:
+def _upstream_has(ds: Any, kinds: frozenset[str], depth: int = 0) -> bool:
     if depth > 200:
         return False
     if type(ds).__name__ in kinds:
         return True
-    try:
-        inputs = ds._inputs()
-    except Exception:
-        inputs = []
-    return any(_upstream_has(i, kinds, depth + 1) for i in inputs)
+    return any(_upstream_has(i, kinds, depth + 1) for i in tfd.inputs(ds))
 
 
 def _bits(cardinality: int) -> int:
@@ -183,7 +172,7 @@ def _bits(cardinality: int) -> int:
 
 
 #: Transformations that change neither which file names a list holds nor how many (only their order).
-_SAME_NAMES = ("_ShuffleDataset", "_PrefetchDataset", "_OptionsDataset")
+_SAME_NAMES = (tfd.SHUFFLE, tfd.PREFETCH, tfd.OPTIONS)
 
 
 def _names_source(filenames: Any) -> Any:
@@ -192,7 +181,7 @@ def _names_source(filenames: Any) -> Any:
     would change), or None when there is none (e.g. ``take`` after a shuffle)."""
     ds = filenames
     while type(ds).__name__ in _SAME_NAMES:
-        ds = ds._input_dataset
+        ds = tfd.field(ds, "input_dataset")
     return None if random_state.reshuffles(ds) else ds
 
 
@@ -259,9 +248,9 @@ def file_index_fn(files: list[str] | None) -> Any:
 
 _COUNTER_STOP = int(np.iinfo(np.int64).max)
 _BY_CONTENT = {
-    "_GroupByWindowDataset": "group_by_window (and bucket_by_sequence_length) hands each group to a function that "
+    tfd.GROUP_BY_WINDOW: "group_by_window (and bucket_by_sequence_length) hands each group to a function that "
                              "builds batches vizdist cannot follow element by element",
-    "_WindowDataset": "window yields datasets of elements; what the next function makes of them cannot be "
+    tfd.WINDOW: "window yields datasets of elements; what the next function makes of them cannot be "
                       "followed element by element",
 }
 
@@ -275,14 +264,14 @@ def _offset(x: tf.Tensor, off: int) -> tf.Tensor:
 def _is_counter(ds: Any) -> bool:
     """The position counter ``enumerate`` zips in front of a dataset: ``range(start, int64 max)``
     (TF 2.21 wraps it in a ``replicate_on_split`` rewrite, which leaves a bare variant dataset)."""
-    if type(ds).__name__ == "_VariantDataset":
+    if type(ds).__name__ == tfd.VARIANT:
         return ds.element_spec == tf.TensorSpec([], tf.int64)
-    return (type(ds).__name__ == "_RangeDataset" and const_value(ds._stop) == _COUNTER_STOP
-            and const_value(ds._step) == 1)
+    return (type(ds).__name__ == tfd.RANGE and const_value(tfd.field(ds, "stop")) == _COUNTER_STOP
+            and const_value(tfd.field(ds, "step")) == 1)
 
 
 def is_generator(ds: Any) -> bool:
-    func = getattr(getattr(ds, "_map_func", None), "_func", None)
+    func = tfd.field(tfd.field(ds, "map_func", None), "func", None)
     return getattr(func, "__module__", "").endswith("from_generator_op")
 
 
@@ -295,12 +284,12 @@ def _used_bits(source: dict[str, Any]) -> int:
 def _parallel(ds: Any) -> dict[str, Any]:
     if "Parallel" not in type(ds).__name__:
         return {}
-    return {"num_parallel_calls": const_value(ds._num_parallel_calls), "deterministic": _deterministic(ds._deterministic)}
+    return {"num_parallel_calls": const_value(tfd.field(ds, "num_parallel_calls")), "deterministic": _deterministic(tfd.field(ds, "deterministic"))}
 
 
 def py_call(wrapper: Any, *args: Any) -> Any:
     """Call the user's Python function of a transformation on ``args`` (as tf.data does)."""
-    ret = variable_utils.convert_variables_to_tensors(wrapper._func(*args))
+    ret = tfd.convert_variables_to_tensors(tfd.field(wrapper, "func")(*args))
     return tuple(ret) if isinstance(ret, list) else ret
 
 
@@ -341,7 +330,7 @@ class Builder:
 
     def _range_offset(self, ds: Any) -> int | None:
         """Register a ``range`` source whose values can be its ids; return the tag offset (or None)."""
-        start, stop, step = const_value(ds._start), const_value(ds._stop), const_value(ds._step)
+        start, stop, step = const_value(tfd.field(ds, "start")), const_value(tfd.field(ds, "stop")), const_value(tfd.field(ds, "step"))
         label = f"range({start}, {stop}, {step})"
         self.ops.append(label)
         card = cardinality(ds)
@@ -371,8 +360,8 @@ class Builder:
         n = cardinality(ds)
         self.ops.append("from_tensor_slices")
         try:
-            batched = tf.nest.map_structure(lambda spec: spec._batch(n), ds._structure)
-            element = structure.from_compatible_tensor_list(batched, ds._tensors)
+            batched = tf.nest.map_structure(lambda spec: tfd.spec_batched(spec, n), tfd.field(ds, "structure"))
+            element = tfd.from_tensor_list(batched, tfd.field(ds, "tensors"))
         except Exception:
             return self._enumerate(ds, "slices")
         src = self._new_source("slices", id_is="index", cardinality=n, id_bits=_bits(n))
@@ -423,17 +412,17 @@ class Builder:
     @staticmethod
     def _read_order(impl: Any) -> dict[str, Any]:
         n = type(impl).__name__
-        if n == "_FlatMapDataset":
+        if n == tfd.FLAT_MAP:
             return {"kind": "flat_map"}
-        order: dict[str, Any] = {"kind": "interleave", "cycle_length": impl._cycle_length,
-                                 "block_length": impl._block_length}
-        if n == "_ParallelInterleaveDataset":
-            order["num_parallel_calls"] = impl._num_parallel_calls
+        order: dict[str, Any] = {"kind": "interleave", "cycle_length": tfd.field(impl, "cycle_length"),
+                                 "block_length": tfd.field(impl, "block_length")}
+        if n == tfd.PARALLEL_INTERLEAVE:
+            order["num_parallel_calls"] = tfd.field(impl, "num_parallel_calls")
             # Dataset.interleave keeps ``deterministic`` only in its op
-            order["deterministic"] = _deterministic(getattr(impl, "_deterministic", None) or _op_attr(impl, "deterministic"))
+            order["deterministic"] = _deterministic(tfd.field(impl, "deterministic", None) or _op_attr(impl, "deterministic"))
         elif n == "ParallelInterleaveDataset":
-            order["num_parallel_calls"] = impl._cycle_length
-            order["deterministic"] = _deterministic(getattr(impl, "_deterministic", "true"))
+            order["num_parallel_calls"] = tfd.field(impl, "cycle_length")
+            order["deterministic"] = _deterministic(tfd.field(impl, "deterministic", "true"))
         return order
 
     # -- the walk ---------------------------------------------------------
@@ -442,19 +431,19 @@ class Builder:
         if name in _BY_CONTENT:
             raise Untaggable(_BY_CONTENT[name])
         handler = _HANDLERS.get(name)
-        if handler is None or (handler not in _SOURCES and not hasattr(ds, "_input_dataset")
+        if handler is None or (handler not in _SOURCES and not tfd.has_field(ds, "input_dataset")
                                and name not in _MULTI):
             return self._opaque(ds)
         return handler(self, ds)
 
     def _file_reader(self, ds: Any) -> tf.data.Dataset:
-        cls = readers._TextLineDataset if type(ds).__name__ == "TextLineDatasetV2" else readers._TFRecordDataset
-        comp, buf = ds._compression_type, ds._buffer_size
+        cls = tfd.reader_class(type(ds).__name__)
+        comp, buf = tfd.field(ds, "compression_type"), tfd.field(ds, "buffer_size")
 
         def reader(f: tf.Tensor) -> tf.data.Dataset:
             return cls(f, comp, buf)
 
-        return self._files(ds, ds._filenames, reader, self._interleave_order(ds._impl))
+        return self._files(ds, tfd.field(ds, "filenames"), reader, self._interleave_order(tfd.field(ds, "impl")))
 
     def _flat_map(self, ds: Any) -> tf.data.Dataset:
         """flat_map / interleave: files (string input) or any function of an element.
@@ -462,7 +451,7 @@ class Builder:
         Every output keeps the tag of the element its function was called on, plus its position in
         the dataset the function returned (``source_line``).
         """
-        inp, fn, order = ds._input_dataset, ds._map_func, self._interleave_order(ds)
+        inp, fn, order = tfd.field(ds, "input_dataset"), tfd.field(ds, "map_func"), self._interleave_order(ds)
         if inp.element_spec == tf.TensorSpec([], tf.string):
             return self._files(ds, inp, lambda f: apply_fn(fn, f), order)
         if is_generator(ds):
@@ -490,10 +479,10 @@ class Builder:
         return self._interleave(t, expand, order)
 
     def _map(self, ds: Any) -> tf.data.Dataset:
-        inner, fn, kw = ds._input_dataset, ds._map_func, _parallel(ds)
-        if type(inner).__name__ == "_SnapshotDataset":
+        inner, fn, kw = tfd.field(ds, "input_dataset"), tfd.field(ds, "map_func"), _parallel(ds)
+        if type(inner).__name__ == tfd.SNAPSHOT:
             return self._snapshot(inner)
-        if type(inner).__name__ == "_RangeDataset":
+        if type(inner).__name__ == tfd.RANGE:
             off = self._range_offset(inner)
             if off is not None:
                 # Fuse: the tag is computed inside the user's own map, so tagging adds no op.
@@ -507,33 +496,33 @@ class Builder:
     def _snapshot(self, snap: Any) -> tf.data.Dataset:
         """``snapshot`` is enumerate -> _SnapshotDataset -> map; the tagged stream gets its own snapshot
         (TF keys snapshots by the dataset's fingerprint, so it never reads the user's files)."""
-        zipped = snap._input_dataset
-        if type(zipped).__name__ != "_ZipDataset" or not _is_counter(tf.nest.flatten(zipped._datasets)[0]):
+        zipped = tfd.field(snap, "input_dataset")
+        if type(zipped).__name__ != tfd.ZIP or not _is_counter(tf.nest.flatten(tfd.field(zipped, "datasets"))[0]):
             return self._opaque(snap)
-        t = self.build(tf.nest.flatten(zipped._datasets)[1])
-        path = const_value(snap._path)
-        comp = const_value(snap._compression)
+        t = self.build(tf.nest.flatten(tfd.field(zipped, "datasets"))[1])
+        path = const_value(tfd.field(snap, "path"))
+        comp = const_value(tfd.field(snap, "compression"))
         self.ops.append("snapshot")
         return t.snapshot(path.decode() if isinstance(path, bytes) else path,
                           compression=comp.decode() if isinstance(comp, bytes) else (comp or "AUTO"))
 
     def _filter(self, ds: Any) -> tf.data.Dataset:
-        t = self.build(ds._input_dataset)
-        pred = ds._predicate
+        t = self.build(tfd.field(ds, "input_dataset"))
+        pred = tfd.field(ds, "predicate")
         self.ops.append("filter")
         self.flags["filter"] = True
         return t.filter(lambda tag, v: apply_fn(pred, v))
 
     def _take_while(self, ds: Any) -> tf.data.Dataset:
-        t = self.build(ds._input_dataset)
-        pred = ds._predicate
+        t = self.build(tfd.field(ds, "input_dataset"))
+        pred = tfd.field(ds, "predicate")
         self.ops.append("take_while")
         self.flags["take"] = True
         return t.take_while(lambda tag, v: apply_fn(pred, v))
 
     def _scan(self, ds: Any) -> tf.data.Dataset:
-        t = self.build(ds._input_dataset)
-        fn = ds._scan_func
+        t = self.build(tfd.field(ds, "input_dataset"))
+        fn = tfd.field(ds, "scan_func")
         self.ops.append("scan")
 
         def step(state: Any, element: Any) -> Any:
@@ -541,49 +530,49 @@ class Builder:
             new_state, out = py_call(fn, state, v)
             return new_state, (tag, out)
 
-        return t.scan(ds._initial_state, step)
+        return t.scan(tfd.field(ds, "initial_state"), step)
 
     def _batch(self, ds: Any) -> tf.data.Dataset:
-        inner, name = ds._input_dataset, type(ds).__name__
-        bs, drop = const_value(ds._batch_size), const_value(ds._drop_remainder)
-        if type(inner).__name__ == "_DenseToRaggedDataset":
-            t = self.build(inner._input_dataset)
+        inner, name = tfd.field(ds, "input_dataset"), type(ds).__name__
+        bs, drop = const_value(tfd.field(ds, "batch_size")), const_value(tfd.field(ds, "drop_remainder"))
+        if type(inner).__name__ == tfd.DENSE_TO_RAGGED:
+            t = self.build(tfd.field(inner, "input_dataset"))
             self.flags.update(global_batch_size=bs, drop_remainder=drop, batched=True)
             self.ops.append(f"ragged_batch({bs}, drop_remainder={drop})")
-            return t.ragged_batch(ds._batch_size, drop_remainder=ds._drop_remainder,
+            return t.ragged_batch(tfd.field(ds, "batch_size"), drop_remainder=tfd.field(ds, "drop_remainder"),
                                   row_splits_dtype=_row_splits_dtype(ds))
         t = self.build(inner)
         self.flags.update(global_batch_size=bs, drop_remainder=drop, batched=True)
-        if name == "_PaddedBatchDataset":
+        if name == tfd.PADDED_BATCH:
             self.ops.append(f"padded_batch({bs}, drop_remainder={drop})")
-            return t.padded_batch(ds._batch_size, drop_remainder=ds._drop_remainder,
-                                  padded_shapes=(tf.TensorShape([]), ds._padded_shapes),
-                                  padding_values=(tf.constant(-1, tf.int64), ds._padding_values))
+            return t.padded_batch(tfd.field(ds, "batch_size"), drop_remainder=tfd.field(ds, "drop_remainder"),
+                                  padded_shapes=(tf.TensorShape([]), tfd.field(ds, "padded_shapes")),
+                                  padding_values=(tf.constant(-1, tf.int64), tfd.field(ds, "padding_values")))
         self.ops.append(f"batch({bs}, drop_remainder={drop})")
-        return t.batch(ds._batch_size, drop_remainder=ds._drop_remainder, **_parallel(ds))
+        return t.batch(tfd.field(ds, "batch_size"), drop_remainder=tfd.field(ds, "drop_remainder"), **_parallel(ds))
 
     def _rebatch(self, ds: Any) -> tf.data.Dataset:
-        t = self.build(ds._input_dataset)
-        sizes, drop = const_value(ds._batch_sizes), const_value(ds._drop_remainder)
+        t = self.build(tfd.field(ds, "input_dataset"))
+        sizes, drop = const_value(tfd.field(ds, "batch_sizes")), const_value(tfd.field(ds, "drop_remainder"))
         self.flags.update(global_batch_size=sizes if isinstance(sizes, int) else None, drop_remainder=drop)
         self.ops.append(f"rebatch({sizes})")
-        return t.rebatch(ds._batch_sizes, drop_remainder=ds._drop_remainder)
+        return t.rebatch(tfd.field(ds, "batch_sizes"), drop_remainder=tfd.field(ds, "drop_remainder"))
 
     def _unbatch(self, ds: Any) -> tf.data.Dataset:
-        t = self.build(ds._input_dataset)
+        t = self.build(tfd.field(ds, "input_dataset"))
         self.ops.append("unbatch")
         self.flags.update(unbatch=True, batched=False, global_batch_size=None)
         return t.unbatch()
 
     def _shuffle(self, ds: Any) -> tf.data.Dataset:
-        t = self.build(ds._input_dataset)
-        self.ops.append(f"shuffle({const_value(ds._buffer_size)})")
+        t = self.build(tfd.field(ds, "input_dataset"))
+        self.ops.append(f"shuffle({const_value(tfd.field(ds, 'buffer_size'))})")
         self.flags["shuffle"] = True
         # Seeds (0, 0) make TF's shuffle draw a random seed at run time (tensorflow/python/framework/
         # random_seed.py, get_seed: "the C++ ops interpret it as nondeterminism"): each process its own order.
-        if const_value(ds._seed) == 0 and const_value(ds._seed2) == 0:
+        if const_value(tfd.field(ds, "seed")) == 0 and const_value(tfd.field(ds, "seed2")) == 0:
             self.flags["shuffle_unseeded"] = True
-        self.shuffle_seeds.append([const_value(ds._seed), const_value(ds._seed2)])
+        self.shuffle_seeds.append([const_value(tfd.field(ds, "seed")), const_value(tfd.field(ds, "seed2"))])
         shuffled = random_state.shared_shuffle(t, ds)  # the user's seeds and reshuffle sequence
         if shuffled is None:
             raise Untaggable("a shuffle whose reshuffle sequence vizdist cannot share with its copy (TF made "
@@ -592,11 +581,11 @@ class Builder:
 
     def _repeat(self, ds: Any) -> tf.data.Dataset:
         first = len(self.sources)
-        t = self.build(ds._input_dataset)
-        count = const_value(ds._count)
+        t = self.build(tfd.field(ds, "input_dataset"))
+        count = const_value(tfd.field(ds, "count"))
         self.ops.append(f"repeat({count})")
         self.flags["repeat"] = True
-        return self._epochs(t.repeat(ds._count), first, cardinality(t), count)
+        return self._epochs(t.repeat(tfd.field(ds, "count")), first, cardinality(t), count)
 
     def _epochs(self, repeated: tf.data.Dataset, first: int, card: int, count: Any) -> tf.data.Dataset:
         """Add the epoch (which repetition) to every tag: position after repeat // elements per epoch."""
@@ -624,53 +613,53 @@ class Builder:
         return repeated.scan(tf.constant(0, tf.int64), add_epoch)
 
     def _count_op(self, ds: Any) -> tf.data.Dataset:
-        t = self.build(ds._input_dataset)
-        kind = {"_TakeDataset": "take", "_SkipDataset": "skip"}[type(ds).__name__]
-        self.ops.append(f"{kind}({const_value(ds._count)})")
+        t = self.build(tfd.field(ds, "input_dataset"))
+        kind = {tfd.TAKE: "take", tfd.SKIP: "skip"}[type(ds).__name__]
+        self.ops.append(f"{kind}({const_value(tfd.field(ds, 'count'))})")
         self.flags[kind] = True
-        return t.take(ds._count) if kind == "take" else t.skip(ds._count)
+        return t.take(tfd.field(ds, "count")) if kind == "take" else t.skip(tfd.field(ds, "count"))
 
     def _prefetch(self, ds: Any) -> tf.data.Dataset:
-        t = self.build(ds._input_dataset)
-        size = const_value(ds._buffer_size)
+        t = self.build(tfd.field(ds, "input_dataset"))
+        size = const_value(tfd.field(ds, "buffer_size"))
         self.ops.append(f"prefetch({size})")
         # A tensor buffer_size breaks TF's own `buffer_size == AUTOTUNE` check (legacy_autotune).
-        return t.prefetch(int(size) if size is not None else ds._buffer_size)
+        return t.prefetch(int(size) if size is not None else tfd.field(ds, "buffer_size"))
 
     def _cache(self, ds: Any) -> tf.data.Dataset:
-        if random_state.reshuffles(ds._input_dataset):
+        if random_state.reshuffles(tfd.field(ds, "input_dataset")):
             # The user's cache keeps the first pass's random draws; a copy's cache would draw new ones.
             raise Untaggable("a cache over random data (a shuffle, Dataset.random or a random map): the "
                              "elements the user's cache holds cannot be shared with vizdist's copy")
-        t = self.build(ds._input_dataset)
-        fname = const_value(ds._filename) or ""
+        t = self.build(tfd.field(ds, "input_dataset"))
+        fname = const_value(tfd.field(ds, "filename")) or ""
         if isinstance(fname, bytes):
             fname = fname.decode()
         self.ops.append("cache")
         return t.cache(fname + ".vizdist" if fname else "")
 
     def _shard(self, ds: Any) -> tf.data.Dataset:
-        t = self.build(ds._input_dataset)
-        self.ops.append(f"shard({const_value(ds._num_shards)}, {const_value(ds._index)})")
+        t = self.build(tfd.field(ds, "input_dataset"))
+        self.ops.append(f"shard({const_value(tfd.field(ds, 'num_shards'))}, {const_value(tfd.field(ds, 'index'))})")
         # shard(1, 0) keeps every element (an InputContext's shard over one input pipeline): no flag
-        self.flags["shard"] = self.flags["shard"] or const_value(ds._num_shards) != 1
-        return t.shard(ds._num_shards, ds._index)
+        self.flags["shard"] = self.flags["shard"] or const_value(tfd.field(ds, "num_shards")) != 1
+        return t.shard(tfd.field(ds, "num_shards"), tfd.field(ds, "index"))
 
     def _restructure(self, ds: Any) -> tf.data.Dataset:
-        inner = ds._input_dataset
+        inner = tfd.field(ds, "input_dataset")
         t = self.build(inner)
         src_spec, dst_spec = inner.element_spec, ds.element_spec
 
         def restructure(tag: tf.Tensor, *v: Any) -> Any:
             value = v[0] if len(v) == 1 else v
-            flat = structure.to_tensor_list(src_spec, value)
-            return tag, structure.from_compatible_tensor_list(dst_spec, flat)
+            flat = tfd.to_tensor_list(src_spec, value)
+            return tag, tfd.from_tensor_list(dst_spec, flat)
 
         return t.map(restructure)
 
     def _options(self, ds: Any) -> tf.data.Dataset:
-        t = self.build(ds._input_dataset)
-        return t.with_options(ds._options_attr) if ds._options_attr else t
+        t = self.build(tfd.field(ds, "input_dataset"))
+        return t.with_options(tfd.field(ds, "options_attr")) if tfd.field(ds, "options_attr") else t
 
     def _opaque(self, ds: Any) -> tf.data.Dataset:
         name = type(ds).__name__.lstrip("_")
@@ -729,7 +718,7 @@ class Builder:
     # -- several inputs -----------------------------------------------------
     def _zip(self, ds: Any) -> tf.data.Dataset:
         """zip (and enumerate, which zips a counter in front): ids from the first non-counter dataset."""
-        struct = ds._datasets
+        struct = tfd.field(ds, "datasets")
         flat = tf.nest.flatten(struct)
         counters = [_is_counter(d) for d in flat]
         if all(counters) or (any(counters) and not (len(flat) == 2 and counters == [True, False])):
@@ -750,38 +739,38 @@ class Builder:
         return tf.data.Dataset.zip(tuple(parts)).map(pick)
 
     def _concatenate(self, ds: Any) -> tf.data.Dataset:
-        a = self.build(ds._input_dataset)
-        b = self.build(ds._dataset_to_concatenate)
+        a = self.build(tfd.field(ds, "input_dataset"))
+        b = self.build(tfd.field(ds, "dataset_to_concatenate"))
         self.ops.append("concatenate")
         return a.concatenate(b)
 
     def _directed(self, ds: Any) -> tf.data.Dataset:
         """sample_from_datasets / choose_from_datasets: the same selector over the tagged inputs."""
-        parts = [self.build(d) for d in ds._data_inputs]
+        parts = [self.build(d) for d in tfd.field(ds, "data_inputs")]
         self.ops.append("sample_from_datasets/choose_from_datasets")
-        return directed_interleave_op._DirectedInterleaveDataset(ds._selector_input, parts,
-                                                                 ds._stop_on_empty_dataset)
+        return tfd.directed_interleave(tfd.field(ds, "selector_input"), parts,
+                                                                 tfd.field(ds, "stop_on_empty_dataset"))
 
 
 _SOURCES = {Builder._range, Builder._slices, Builder._tensors, Builder._file_reader, Builder._service}
-_MULTI = {"_ZipDataset", "_DirectedInterleaveDataset"}
+_MULTI = {tfd.ZIP, tfd.DIRECTED_INTERLEAVE}
 _HANDLERS: dict[str, Any] = {
-    "_RangeDataset": Builder._range, "_TensorSliceDataset": Builder._slices,
-    "_TensorDataset": Builder._tensors,
+    tfd.RANGE: Builder._range, tfd.TENSOR_SLICES: Builder._slices,
+    tfd.TENSORS: Builder._tensors,
     "TextLineDatasetV2": Builder._file_reader, "TFRecordDatasetV2": Builder._file_reader,
-    "_ZipDataset": Builder._zip, "_ConcatenateDataset": Builder._concatenate,
-    "_DirectedInterleaveDataset": Builder._directed,
-    **dict.fromkeys(("_FlatMapDataset", "_InterleaveDataset", "_ParallelInterleaveDataset",
+    tfd.ZIP: Builder._zip, tfd.CONCATENATE: Builder._concatenate,
+    tfd.DIRECTED_INTERLEAVE: Builder._directed,
+    **dict.fromkeys((tfd.FLAT_MAP, tfd.INTERLEAVE, tfd.PARALLEL_INTERLEAVE,
                      "ParallelInterleaveDataset"), Builder._flat_map),
-    "_MapDataset": Builder._map, "_ParallelMapDataset": Builder._map,
-    "_FilterDataset": Builder._filter, "_TakeWhileDataset": Builder._take_while, "_ScanDataset": Builder._scan,
-    **dict.fromkeys(("_BatchDataset", "_ParallelBatchDataset", "_PaddedBatchDataset"), Builder._batch),
-    "_RebatchDataset": Builder._rebatch, "_UnbatchDataset": Builder._unbatch,
-    "_ShuffleDataset": Builder._shuffle, "_RepeatDataset": Builder._repeat,
-    "_TakeDataset": Builder._count_op, "_SkipDataset": Builder._count_op,
-    "_PrefetchDataset": Builder._prefetch, "CacheDataset": Builder._cache, "_CacheDataset": Builder._cache,
-    "_ShardDataset": Builder._shard, "_RestructuredDataset": Builder._restructure,
-    "_OptionsDataset": Builder._options, "_DataServiceDatasetV2": Builder._service,
+    tfd.MAP: Builder._map, tfd.PARALLEL_MAP: Builder._map,
+    tfd.FILTER: Builder._filter, tfd.TAKE_WHILE: Builder._take_while, tfd.SCAN: Builder._scan,
+    **dict.fromkeys((tfd.BATCH, tfd.PARALLEL_BATCH, tfd.PADDED_BATCH), Builder._batch),
+    tfd.REBATCH: Builder._rebatch, tfd.UNBATCH: Builder._unbatch,
+    tfd.SHUFFLE: Builder._shuffle, tfd.REPEAT: Builder._repeat,
+    tfd.TAKE: Builder._count_op, tfd.SKIP: Builder._count_op,
+    tfd.PREFETCH: Builder._prefetch, "CacheDataset": Builder._cache,
+    tfd.SHARD: Builder._shard, tfd.RESTRUCTURED: Builder._restructure,
+    tfd.OPTIONS: Builder._options, tfd.DATA_SERVICE: Builder._service,
 }
 
 

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from vizdist.instrument.tfapi import runtime
+
 __all__ = ["RULE", "collective_ops", "communication", "implementation_of"]
 
 RULE = ("TF's rule (CollectiveParamResolverLocal::AssignCollectiveType, collective_param_resolver_local.cc): "
@@ -65,7 +67,7 @@ def _graphs(graph: Any) -> list[Any]:
     while todo:
         g = todo.pop()
         out.append(g)
-        for f in getattr(g, "_functions", {}).values():
+        for f in runtime.function_graphs(g):
             inner = getattr(f, "graph", None)
             if inner is not None and inner not in out:
                 todo.append(inner)
@@ -101,12 +103,7 @@ def collective_ops(graph: Any) -> list[dict[str, Any]]:
 
 
 def _nccl_config() -> bool:
-    from tensorflow.python.eager import context
-
-    try:
-        return bool(context.context().config.experimental.collective_nccl)
-    except Exception:
-        return False
+    return runtime.nccl_config()
 
 
 def communication(strategy: Any) -> dict[str, Any]:
@@ -116,7 +113,7 @@ def communication(strategy: Any) -> dict[str, Any]:
         >>> communication(object())["requested"]
         ''
     """
-    opts = getattr(getattr(strategy, "extended", None), "_communication_options", None)
+    opts = runtime.communication_options(strategy)
     impl = getattr(opts, "implementation", None)
     return {"requested": getattr(impl, "name", "") or "", "timeout_seconds": getattr(opts, "timeout_seconds", None),
             "rule": RULE}

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vizdist.instrument.run.engine import Observer
+from vizdist.instrument.tfapi import runtime
 
 __all__ = ["MODES", "STAGES", "OpRun", "PlacementObserver", "PlacementRecorder", "explain_placement_error",
            "fresh_function_caches", "quiet_tf_logger", "short_device", "stage_of"]
@@ -51,8 +52,8 @@ _PIPELINE = re.compile(r"(Dataset(V\d)?$|^DatasetCardinality|^GetOptions$|^Compu
 _VARIABLE = re.compile(r"(VariableOp|^VarHandleOp$|^ResourceApply\w+|^ResourceScatter\w+|^ResourceGather$|"
                        r"^VarIsInitializedOp$|^DestroyResourceOp$)")
 _REDUCE = re.compile(r"^(Collective\w*|Nccl\w*|AddN|_HostSend|_HostRecv|_Send|_Recv)$")
-_TRANSFER_GRAPHS = ("_remote_next_func", "_remote_init_func", "_remote_finalize_func")
-_HOST_GRAPHS = ("_next_func", "_init_func", "_finalize_func")
+_TRANSFER_GRAPHS = runtime.TRANSFER_GRAPHS
+_HOST_GRAPHS = runtime.HOST_GRAPHS
 
 
 def short_device(device: str) -> str:
@@ -170,10 +171,8 @@ class PlacementRecorder:
         try:
             tf.debugging.experimental.enable_dump_debug_info(
                 self._dir, tensor_debug_mode=self.mode, circular_buffer_size=-1)
-            from tensorflow.python.debug.lib import dumping_callback
-
             # TF keeps the debugger's callback per thread (a threading.local): keep it for other threads
-            self._callback = dumping_callback._state.dumping_callback.callback
+            self._callback = runtime.dumping_callback()
         except ValueError as exc:
             shutil.rmtree(self._dir, ignore_errors=True)
             raise RuntimeError(
@@ -206,9 +205,7 @@ class PlacementRecorder:
             partial.meta = validate_meta({**partial.meta, "placement": self.placement()})
 
     def _read(self) -> None:
-        from tensorflow.python.debug.lib.debug_events_reader import DebugDataReader
-
-        with DebugDataReader(self._dir) as reader:
+        with runtime.debug_data_reader(self._dir) as reader:
             reader.update()
             self.runs = list(_eager_runs(reader)) + list(_graph_runs(reader, self.mode))
         self.runs.sort(key=lambda r: r.wall_time)
@@ -424,12 +421,9 @@ class _InstrumentedIterable:
         self._dist, self._callback, self._owner = dist, callback, owner
 
     def __iter__(self) -> Any:
-        from tensorflow.python.eager import context
-        from tensorflow.python.framework import op_callbacks
-
         callback = self._callback
-        if callback is not None and callback not in context.context().op_callbacks:
-            op_callbacks.add_op_callback(callback)
+        if callback is not None and callback not in runtime.op_callbacks():
+            runtime.add_op_callback(callback)
         it = iter(self._dist)
         return _WatchedIterator(it, self._owner) if self._owner is not None else it
 
@@ -549,11 +543,8 @@ def _fresh_copy(step_fn: Any) -> Any:
     import tensorflow as tf
 
     copy = tf.function(step_fn.python_function, input_signature=step_fn.input_signature,
-                       jit_compile=getattr(step_fn, "_jit_compile", None))
+                       jit_compile=runtime.jit_compile(step_fn))
     return copy
-
-
-_STRATEGY_FN_CACHES = ("_reduce_sum_fns", "_mean_reduce_helper_fns")
 
 
 @contextlib.contextmanager
@@ -564,14 +555,8 @@ def fresh_function_caches(strategy: Any) -> Iterator[None]:
     (TF crashes); with empty caches the strategy traces new helpers for the
     recorded run, which are dropped afterwards, and the originals come back.
     """
-    saved = {a: getattr(strategy, a) for a in _STRATEGY_FN_CACHES if isinstance(getattr(strategy, a, None), dict)}
-    for a in saved:
-        setattr(strategy, a, {})
-    try:
+    with runtime.empty_strategy_caches(strategy):
         yield
-    finally:
-        for a, v in saved.items():
-            setattr(strategy, a, v)
 
 
 @contextlib.contextmanager

@@ -48,6 +48,7 @@ from vizdist.instrument.run.observers import observers_for
 from vizdist.instrument.run.reader import Loop, StepReader, progress_bar
 from vizdist.instrument.run.rows import num_workers
 from vizdist.instrument.service import own as service_own
+from vizdist.instrument.tfapi import datasets as tfd
 from vizdist.trace import Trace
 
 __all__ = ["DEFAULT_MAX_STEPS", "PLACEMENT_MODES", "Watch", "finish_meta", "finished_trace", "loop_trace",
@@ -320,13 +321,13 @@ class Watch:
     """
 
     def __init__(self, dist_dataset: Any, strategy: tf.distribute.Strategy | None) -> None:
-        strategy = strategy or getattr(dist_dataset, "_strategy", None) or tf.distribute.get_strategy()
+        strategy = strategy or tfd.field(dist_dataset, "strategy", None) or tf.distribute.get_strategy()
         self._dist = dist_dataset
         self._strategy = check_strategy(strategy)
         self._reader = StepReader(self._strategy, info={}, tagged=False)
         self._step = 0
         self._meta = base_meta(self._strategy, "watch")
-        services = service_own.services_in(getattr(dist_dataset, "_original_dataset", None))
+        services = service_own.services_in(tfd.field(dist_dataset, "original_dataset", None))
         if services:  # ids are values here: the service's copies are explained, not told apart
             self._meta["services"] = [dict(s, worker_attribution="unknown: watch reads values, not tags",
                                            note="ids are the element values (watch)") for s in services]

@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.core.framework import graph_pb2
 
 from vizdist.errors import TracingError
 from vizdist.instrument.ids.codes import keyed, tensor_value, untag, values_are_ids
@@ -22,6 +21,7 @@ from vizdist.instrument.run import engine
 from vizdist.instrument.run.rows import num_workers, replica_devices, strategy_name
 from vizdist.instrument.service import own as service_own
 from vizdist.instrument.service import registry as service_registry
+from vizdist.instrument.tfapi import datasets as tfd
 
 __all__ = ["ITERATIONS", "REBATCH_OPS", "Input", "TaggingFn", "base_meta", "check_call", "check_count", "check_strategy",
            "distribute_dataset", "distribute_function", "input_meta", "options_dict", "rebatch_op", "tag_global",
@@ -311,10 +311,8 @@ def rebatch_op(dist: Any) -> str:
     run = engine.current()
     try:
         with run.own_work() if run is not None else contextlib.nullcontext():
-            dataset = dist._cloned_datasets[0]
-            policy = tf.data.experimental.ExternalStatePolicy.IGNORE
-            graph = graph_pb2.GraphDef.FromString(
-                tensor_value(dataset._as_serialized_graph(external_state_policy=policy)))
+            dataset = tfd.field(dist, "cloned_datasets")[0]
+            graph = tfd.parse_graph(tensor_value(tfd.graph_tensor(dataset)))
     except Exception:
         return ""
     ops = {node.op for node in graph.node}

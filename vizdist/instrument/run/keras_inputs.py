@@ -21,7 +21,8 @@ of the batches) changes:
 Keras's epoch number comes from ``fit``'s callbacks (``CallbackList.on_epoch_begin``).
 
 Each hook acts only in the thread that opened the block; every other thread runs Keras untouched. Every
-Keras name used here is listed in :data:`KERAS_NAMES` (tests check each exists in the installed Keras).
+Keras name used here is listed in :data:`KERAS_NAMES` (:mod:`vizdist.instrument.tfapi.keras`; tests check each
+exists in the installed Keras).
 
 Example:
     >>> hooks = KerasHooks(recording)             # doctest: +SKIP
@@ -30,7 +31,6 @@ Example:
 
 from __future__ import annotations
 
-import importlib
 import sys
 import weakref
 from collections.abc import Callable
@@ -40,27 +40,16 @@ import numpy as np
 import tensorflow as tf
 
 from vizdist.instrument.ids.codes import SOURCE_SHIFT
+from vizdist.instrument.tfapi.keras import (
+    KERAS_NAMES,
+    adapter_field,
+    class_field,
+    first_defined,
+    set_adapter_field,
+)
+from vizdist.instrument.tfapi.keras import tensor_spec_of as _tensor_spec_of
 
 __all__ = ["KERAS_NAMES", "ROW_BITS", "KerasHooks", "first_defined", "keras_source"]
-
-#: The Keras names the hooks replace for the block: what each is for -> where Keras 3 (then Keras 2, TF
-#: 2.15's ``tf.keras``) defines it, as (module, attribute path). The first that exists is hooked; Keras 2
-#: names its epochs the same way and has none of Keras 3's data adapters (its arrays are recorded as the
-#: dataset it builds).
-KERAS_NAMES: dict[str, tuple[tuple[str, str], ...]] = {
-    "epoch begins": (("keras.src.callbacks.callback_list", "CallbackList.on_epoch_begin"),
-                     ("keras.src.callbacks", "CallbackList.on_epoch_begin")),
-    "fit ends": (("keras.src.callbacks.callback_list", "CallbackList.on_train_end"),
-                 ("keras.src.callbacks", "CallbackList.on_train_end")),
-    "validation split": (("keras.src.trainers.data_adapters.array_slicing", "train_validation_split"),),
-    "arrays": (("keras.src.trainers.data_adapters.array_data_adapter", "ArrayDataAdapter.get_tf_dataset"),),
-    "PyDataset": (("keras.src.trainers.data_adapters.py_dataset_adapter", "PyDatasetAdapter.get_tf_dataset"),),
-    "PyDataset batches": (("keras.src.trainers.data_adapters.py_dataset_adapter",
-                           "PyDatasetAdapter._standardize_batch"),),
-    "generators": (("keras.src.trainers.data_adapters.generator_data_adapter",
-                    "GeneratorDataAdapter.get_tf_dataset"),),
-    "generator specs": (("keras.src.trainers.data_adapters.data_adapter_utils", "get_tensor_spec"),),
-}
 
 #: Bits of a PyDataset tag that hold the row within its batch (``source_line``).
 ROW_BITS = 24
@@ -87,25 +76,6 @@ def _first_leaf(structure: Any) -> Any:
 
 def _bits(n: int) -> int:
     return max(n - 1, 0).bit_length()
-
-
-def _resolve(module: str, path: str) -> tuple[Any, str]:
-    owner: Any = importlib.import_module(module)
-    *parents, name = path.split(".")
-    for p in parents:
-        owner = getattr(owner, p)
-    getattr(owner, name)  # it exists (AttributeError otherwise)
-    return owner, name
-
-
-def first_defined(places: tuple[tuple[str, str], ...]) -> tuple[Any, str] | None:
-    """(the object holding it, its name) for the first of ``places`` the installed Keras defines, or None."""
-    for module, path in places:
-        try:
-            return _resolve(module, path)
-        except (ImportError, AttributeError):
-            continue
-    return None
 
 
 class _Indexed:
@@ -223,13 +193,13 @@ class KerasHooks:
         def get_tf_dataset(adapter: Any) -> Any:
             if not hooks.recording.owns_thread():
                 return original(adapter)
-            inputs, n = adapter._inputs, int(adapter._num_samples)
+            inputs, n = adapter_field(adapter, "inputs"), int(adapter_field(adapter, "num_samples"))
             offset = hooks.offset_of(inputs)
-            adapter._inputs = {"tag": np.arange(offset, offset + n, dtype=np.int64), "value": inputs}
+            set_adapter_field(adapter, "inputs", {"tag": np.arange(offset, offset + n, dtype=np.int64), "value": inputs})
             try:
                 dataset = original(adapter)
             finally:
-                adapter._inputs = inputs
+                set_adapter_field(adapter, "inputs", inputs)
             return _mark(dataset, _array_info(adapter, offset, n))
 
         return get_tf_dataset
@@ -272,17 +242,16 @@ def _number_batches(adapter: Any) -> None:
     user's generator yielded (the peeked batches Keras yields again keep their numbers)."""
     if getattr(adapter, "_vizdist_numbered", False):
         return
-    from keras.src.trainers.data_adapters import data_adapter_utils
-
-    peeked, chained, bits = len(adapter._first_batches), adapter.generator, SOURCE_SHIFT - ROW_BITS
+    first_batches = adapter_field(adapter, "first_batches")
+    peeked, chained, bits = len(first_batches), adapter.generator, SOURCE_SHIFT - ROW_BITS
     later = iter(range(peeked, 1 << bits))  # the user's generator's own batches, after the peeked ones
 
     def numbered() -> Any:
         for k, batch in enumerate(chained()):
             yield {"tag": _rows_tag(k if k < peeked else next(later), batch, bits), "value": batch}
 
-    spec = adapter._output_signature or data_adapter_utils.get_tensor_spec(adapter._first_batches)
-    adapter._output_signature = {"tag": tf.TensorSpec([None], tf.int64), "value": spec}
+    spec = adapter_field(adapter, "output_signature") or _tensor_spec_of(first_batches)
+    set_adapter_field(adapter, "output_signature", {"tag": tf.TensorSpec([None], tf.int64), "value": spec})
     adapter.generator, adapter._vizdist_numbered = numbered, True
 
 
@@ -302,12 +271,12 @@ def _array_info(adapter: Any, offset: int, n: int) -> dict[str, Any]:
     rows = f"rows {offset}..{offset + n - 1}" if n else "no rows"
     source = {"index": 0, "kind": "arrays", "id_is": "index", "label": f"Keras arrays ({rows})",
               "cardinality": offset + n, "id_bits": _bits(offset + n)}
-    shuffle = getattr(adapter, "_shuffle", False)
-    ops = [f"Keras arrays ({rows})", *([f"shuffle={shuffle!r} (Keras)"] if shuffle else []),
-           f"batch({adapter._batch_size})"]
+    shuffle = adapter_field(adapter, "shuffle", False)
+    batch_size = adapter_field(adapter, "batch_size")
+    ops = [f"Keras arrays ({rows})", *([f"shuffle={shuffle!r} (Keras)"] if shuffle else []), f"batch({batch_size})"]
     return {"provenance": "tagged", "provenance_notes": [], "sources": [source], "pipeline": ops,
-            "global_batch_size": int(adapter._batch_size), "drop_remainder": False, "batched": True,
-            "shuffle": bool(shuffle), "keras_input": "arrays", "steps_per_pass": int(adapter._size)}
+            "global_batch_size": int(batch_size), "drop_remainder": False, "batched": True,
+            "shuffle": bool(shuffle), "keras_input": "arrays", "steps_per_pass": int(adapter_field(adapter, "size"))}
 
 
 def _index_batches(adapter: Any) -> None:
@@ -320,11 +289,12 @@ def _index_batches(adapter: Any) -> None:
     adapter.py_dataset = proxy
     if getattr(adapter, "enqueuer", None) is not None:
         adapter.enqueuer.py_dataset = proxy
-    standardize = type(adapter)._standardize_batch
-    if isinstance(adapter._output_signature, dict) and set(adapter._output_signature) == {"tag", "value"}:
+    standardize = class_field(adapter, "standardize_batch")
+    signature = adapter_field(adapter, "output_signature")
+    if isinstance(signature, dict) and set(signature) == {"tag", "value"}:
         pass  # indexed already (the adapter's dataset was built again)
-    elif adapter._output_signature is not None:
-        adapter._output_signature = {"tag": tf.TensorSpec([None], tf.int64), "value": adapter._output_signature}
+    elif signature is not None:
+        set_adapter_field(adapter, "output_signature", {"tag": tf.TensorSpec([None], tf.int64), "value": signature})
 
     def standardize_batch(batch: Any) -> Any:
         if not isinstance(batch, _Indexed):
@@ -332,7 +302,7 @@ def _index_batches(adapter: Any) -> None:
         value = standardize(adapter, batch.batch)
         return {"tag": _rows_tag(batch.index, value, bits), "value": value}
 
-    adapter._standardize_batch = standardize_batch
+    set_adapter_field(adapter, "standardize_batch", standardize_batch)
     adapter._vizdist_bits = bits
 
 

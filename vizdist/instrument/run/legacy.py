@@ -54,7 +54,6 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.python.util import deprecation
 
 from vizdist._files import write_file
 from vizdist.errors import TracingError, release_frames
@@ -75,6 +74,8 @@ from vizdist.instrument.run.inputs import (
 )
 from vizdist.instrument.run.reader import Loop, StepReader, per_replica, result_json
 from vizdist.instrument.run.rows import replica_devices
+from vizdist.instrument.tfapi import datasets as tfd
+from vizdist.instrument.tfapi import runtime
 from vizdist.trace import Trace
 
 #: the graph-mode child's key in its job folder's file names (vizdist.instrument.processes.jobfiles)
@@ -163,7 +164,7 @@ def _graph_of(dataset: Any, session: Any) -> tf.Graph | None:
     if tf.executing_eagerly():
         return None
     graph = tf.compat.v1.get_default_graph()
-    if dataset is not None and getattr(dataset, "_graph", graph) is not graph:
+    if dataset is not None and tfd.field(dataset, "graph", graph) is not graph:
         raise ValueError("the dataset was built in another graph than the default graph here. Call trace_tf1 "
                          "where you built it (inside the same `with graph.as_default():` block).")
     if session is not None and session.graph is not graph:
@@ -349,14 +350,14 @@ class _TF1Loop(Loop):
 
     def _feed_steps(self, feed: Any, bar: Any) -> None:
         try:
-            with deprecation.silence():
+            with runtime.silence_deprecation():
                 feed.start()
         except BaseException:
             self.error_in = "data"
             raise
         while not self.halt.is_set():
             try:
-                with deprecation.silence():
+                with runtime.silence_deprecation():
                     got = feed.next_step()
             except BaseException:
                 self.error_in = feed.failed_in
@@ -447,7 +448,7 @@ def trace_tf1(
     steps = check_count(steps, "steps", none="for all")
     max_steps = check_count(max_steps, "max_steps")  # type: ignore[assignment]  # check_count returns int | None, and never None for max_steps (no none= given)
     graph = _graph_of(dataset, session)
-    with deprecation.silence():
+    with runtime.silence_deprecation():
         return _trace_tf1(strategy, dataset, input_fn, step_fn, steps, session, graph, max_steps=max_steps,
                           progress=progress, timeout=timeout)
 

@@ -20,6 +20,7 @@ import tensorflow as tf
 from vizdist.errors import release_frames
 from vizdist.instrument.ids.codes import decode_tags, untag
 from vizdist.instrument.run.rows import Recorder, replica_devices, worker_position
+from vizdist.instrument.tfapi import datasets as tfd
 
 __all__ = ["PROGRESS_MIN_STEPS", "Loop", "StepReader", "per_replica", "progress_bar", "result_json"]
 
@@ -57,7 +58,7 @@ def _to_json(value: Any) -> Any:
 
 def result_json(value: Any) -> str:
     """JSON of one replica's step result (a scalar tensor, the usual case, without the general walk)."""
-    if type(value).__name__ == "EagerTensor" and value._shape_tuple() == ():
+    if type(value).__name__ == "EagerTensor" and tfd.shape_tuple(value) == ():
         item = value.numpy().item()
         if type(item) is int:  # json.dumps of an int is its str(); bool (an int subclass) is not
             return str(item)
@@ -152,8 +153,7 @@ class StepReader:
 
     def _shape(self, value: Any) -> str:
         """``str(tuple(shape))``, from TF's fast shape tuple of eager tensors, cached (a handful per run)."""
-        fast = getattr(value, "_shape_tuple", None)
-        key = fast() if fast is not None else tuple(value.shape) if hasattr(value, "shape") else ()
+        key = tfd.shape_tuple(value)
         text = self._shapes.get(key)
         if text is None:
             text = self._shapes[key] = str(tuple(key))

@@ -52,6 +52,7 @@ import numpy as np
 import pandas as pd
 
 from vizdist.analysis.topology import task_number as numbered  # the one numbering rule; the view uses it too
+from vizdist.instrument.tfapi import runtime
 
 __all__ = ["Column", "Recorder", "mark_partial", "num_workers", "partial_flags", "replica_devices", "strategy_name",
            "task_number", "worker_position"]
@@ -59,12 +60,7 @@ __all__ = ["Column", "Recorder", "mark_partial", "num_workers", "partial_flags",
 #: Elements decoded per chunk when tables are built (bounds the temporary memory of decoding).
 DECODE_CHUNK = 1 << 16
 
-_PUBLIC_STRATEGY_NAMES = {
-    "CollectiveAllReduceStrategy": "MultiWorkerMirroredStrategy",
-    "CollectiveAllReduceStrategyV1": "MultiWorkerMirroredStrategy",
-    "_DefaultDistributionStrategy": "default strategy",
-    "ParameterServerStrategyV2": "ParameterServerStrategy",
-}
+_PUBLIC_STRATEGY_NAMES = runtime.STRATEGY_NAMES
 
 
 def task_number(task_type: str | None, task_id: int | None, cluster_spec: Mapping[str, Any] | None) -> int:
@@ -148,9 +144,7 @@ def strategy_name(strategy: Any) -> str:
     if name in _PUBLIC_STRATEGY_NAMES:
         return _PUBLIC_STRATEGY_NAMES[name]
     try:  # TF's own export registry: the name users write, e.g. "distribute.MirroredStrategy"
-        from tensorflow.python.util import tf_export
-
-        public = tf_export.get_canonical_name_for_symbol(type(strategy))
+        public = runtime.canonical_name(type(strategy))
     except Exception:
         public = None
     return public.rsplit(".", 1)[-1] if public else name

@@ -42,7 +42,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import tensorflow as tf
-from tensorflow.python.distribute import distribute_lib
 
 from vizdist._parts import concat_frames
 from vizdist.errors import RecordingWarning, TracingError
@@ -54,6 +53,8 @@ from vizdist.instrument.run.observers import observers_for
 from vizdist.instrument.run.reader import StepReader
 from vizdist.instrument.run.stream import PART_ELEMENTS, PartStream
 from vizdist.instrument.service import registry as service_registry
+from vizdist.instrument.tfapi import keras as tf_keras
+from vizdist.instrument.tfapi import runtime
 from vizdist.trace import Trace
 
 __all__ = ["PHASES", "TIMING_NOTE", "DatasetRecord", "Recording", "RecordingWarning", "record"]
@@ -62,22 +63,13 @@ __all__ = ["PHASES", "TIMING_NOTE", "DatasetRecord", "Recording", "RecordingWarn
 PHASES = ("train", "validation", "evaluate", "predict", "build", "loop")
 #: Steps the live explorer (``rec.show()``) holds: the newest ones.
 RECENT_STEPS = 50
-_KERAS_METHODS = ("fit", "evaluate", "predict", "_maybe_symbolic_build")
 _keys = itertools.count()
 _active: Recording | None = None
 _patch_lock = threading.Lock()
 
 
 def _keras_frame(code: Any) -> str | None:
-    name = code.co_name
-    if name not in _KERAS_METHODS:
-        return None
-    path = code.co_filename.replace("\\", "/")
-    if "/keras/" not in path:
-        return None
-    # Keras 3: keras/src/trainers/trainer.py and keras/src/backend/<backend>/trainer.py; Keras 2 (TF 2.15's
-    # tf.keras): fit, evaluate and predict in keras/src/engine/training.py (it has no build read).
-    return name if "trainer" in path or path.endswith("/engine/training.py") else None
+    return code.co_name if tf_keras.is_trainer_frame(code.co_name, code.co_filename) else None
 
 
 def phase_now() -> str:
@@ -92,7 +84,7 @@ def phase_now() -> str:
     if not names:
         return "loop"
     inner = names[0]
-    if inner == "_maybe_symbolic_build":  # Keras reads one batch of a fresh pass to build the model, and drops it
+    if inner == tf_keras.BUILD_METHOD:  # Keras reads one batch of a fresh pass to build the model, and drops it
         return "build"
     if inner == "evaluate":
         return "validation" if "fit" in names[1:] else "evaluate"
@@ -307,7 +299,7 @@ class Recording:
             _active = None
 
     def _patch(self) -> None:
-        base = distribute_lib.StrategyBase
+        base: Any = runtime.distribute_base()
         self._saved = {(base, "experimental_distribute_dataset"): base.experimental_distribute_dataset,
                        (base, "distribute_datasets_from_function"): base.distribute_datasets_from_function}
         original_ds, original_fn = self._saved.values()

@@ -27,6 +27,7 @@ import sys
 import threading
 
 from vizdist._files import write_file
+from vizdist.instrument.tfapi import service as tf_service
 
 WORKER_ID_FILE = "vizdist_worker_id"
 
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     report("ready")
     done.wait()
     try:
-        server._stop()
+        tf_service.stop_server(server)
     finally:
         # Skip interpreter teardown of TF's threads: the server is stopped, exit now.
         os._exit(0)

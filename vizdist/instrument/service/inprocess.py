@@ -15,6 +15,7 @@ from typing import Any
 
 from vizdist.instrument.service.consume import Plan, open_readers, record
 from vizdist.instrument.service.pipeline import Pipeline
+from vizdist.instrument.tfapi import service as tf_service
 from vizdist.trace import Trace
 
 
@@ -50,7 +51,7 @@ class Servers:
         """Stop worker ``index``."""
         if index not in self.stopped:
             self.stopped.add(index)
-            self.workers[index]._stop()
+            tf_service.stop_server(self.workers[index])
 
     def trace(self, prepared: Pipeline, plan: Plan, meta: dict[str, Any], strategy: Any,
               stopped: dict[int, float], *, progress: bool) -> Trace:
@@ -81,7 +82,7 @@ class Servers:
         self.workers = []
         if self.dispatcher is not None:
             with contextlib.suppress(Exception):
-                self.dispatcher._stop()
+                tf_service.stop_server(self.dispatcher)
             self.dispatcher = None
         _warn_blocked_threads()
 

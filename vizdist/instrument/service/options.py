@@ -122,10 +122,9 @@ def check_stop(stop: Any, stop_after: Any, num_workers: int, *, own_workers: boo
 
 def graph_ops(dataset: Any) -> set[str]:
     """Op types in the dataset's graph (including its functions)."""
-    from tensorflow.core.framework import graph_pb2
+    from vizdist.instrument.tfapi import datasets as tfd
 
-    g = graph_pb2.GraphDef()
-    g.ParseFromString(dataset._as_serialized_graph().numpy())
+    g = tfd.parse_graph(tfd.graph_tensor(dataset, external_state_policy=None).numpy())
     ops = {n.op for n in g.node}
     for f in g.library.function:
         ops |= {n.op for n in f.node_def}

@@ -76,19 +76,17 @@ def worker_id_tensor(tf: Any) -> Any:
 
 def _policy(ds: Any, read: registry.Read | None) -> str:
     """The read's ShardingPolicy name (OFF, DYNAMIC, FILE, DATA, FILE_OR_DATA, HINT)."""
-    from tensorflow.python.data.experimental.ops import data_service_ops
+    from vizdist.instrument.tfapi import datasets as tfd
+    from vizdist.instrument.tfapi import service
 
     if read is not None:
-        return data_service_ops._get_validated_sharding_policy(read.arguments["processing_mode"]).name
+        return service.policy_name(read.arguments["processing_mode"])
     import tensorflow as tf
-    from tensorflow.core.protobuf import data_service_pb2
 
-    raw = tf.get_static_value(ds._processing_mode)  # a constant, also in graph mode
+    raw = tf.get_static_value(tfd.field(ds, "processing_mode"))  # a constant, also in graph mode
     if raw is None:
         return ""
-    proto = data_service_pb2.ProcessingModeDef()
-    proto.ParseFromString(raw.item() if hasattr(raw, "item") else raw)
-    return data_service_ops.ShardingPolicy(int(proto.sharding_policy)).name
+    return service.processing_mode_policy(raw.item() if hasattr(raw, "item") else raw)
 
 
 def describe(ds: Any) -> dict[str, Any]:
@@ -98,14 +96,16 @@ def describe(ds: Any) -> dict[str, Any]:
         >>> describe(service_ds)["sharding_policy"]   # doctest: +SKIP
         'OFF'
     """
+    from vizdist.instrument.tfapi import datasets as tfd
+
     read = registry.read_of(ds)
     policy = _policy(ds, read)
-    address = read.address if read is not None else registry.text_of(ds._address) or ""
+    address = read.address if read is not None else registry.text_of(tfd.field(ds, "address")) or ""
     svc = registry.serving(address)
     own = svc is not None and not svc.in_process
     return {
         "sharding_policy": policy, "processing_mode": _MODES.get(policy, ""), "address": address,
-        "job_name": registry.text_of(ds._job_name) or "", "traced_job_name": "",
+        "job_name": registry.text_of(tfd.field(ds, "job_name")) or "", "traced_job_name": "",
         "num_workers": svc.num_workers if svc is not None and not svc.external else None,
         "worker_attribution": "worker-process-file" if own else _UNKNOWN_WORKER,
         "exact": False, "note": "",
@@ -121,13 +121,11 @@ def services_in(dataset: Any, depth: int = 0) -> list[dict[str, Any]]:
     """
     if depth > 200 or dataset is None:
         return []
-    if type(dataset).__name__ == "_DataServiceDatasetV2":
+    from vizdist.instrument.tfapi import datasets as tfd
+
+    if type(dataset).__name__ == tfd.DATA_SERVICE:
         return [describe(dataset)]
-    try:
-        inputs = dataset._inputs()
-    except Exception:
-        inputs = []
-    return [s for i in inputs for s in services_in(i, depth + 1)]
+    return [s for i in tfd.inputs(dataset) for s in services_in(i, depth + 1)]
 
 
 def scalar_elements(ds: Any) -> bool:

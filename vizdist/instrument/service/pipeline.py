@@ -90,26 +90,16 @@ def static_note(policy: str, external: bool) -> str:
 
 def serialize(dataset: Any) -> tuple[bytes, bytes]:
     """``(graph, element_spec)`` of ``dataset`` as protocol-buffer bytes (what tf.data service ships)."""
-    import tensorflow as tf
-    from tensorflow.python.saved_model import nested_structure_coder
+    from vizdist.instrument.tfapi import service
 
-    graph = tf.raw_ops.DatasetToGraphV2(
-        input_dataset=dataset._variant_tensor, external_state_policy=0, strip_device_assignment=True)
-    spec = nested_structure_coder.encode_structure(dataset.element_spec).SerializeToString()
-    return bytes(graph.numpy()), spec
+    return service.serialize(dataset)
 
 
 def deserialize(graph: bytes, spec: bytes) -> Any:
     """The dataset :func:`serialize` described, rebuilt in this process."""
-    import tensorflow as tf
-    from tensorflow.core.protobuf import struct_pb2
-    from tensorflow.python.data.ops import dataset_ops
-    from tensorflow.python.saved_model import nested_structure_coder
+    from vizdist.instrument.tfapi import service
 
-    proto = struct_pb2.StructuredValue()
-    proto.ParseFromString(spec)
-    element_spec = nested_structure_coder.decode_proto(proto)
-    return dataset_ops._VariantDataset(tf.raw_ops.DatasetFromGraph(graph_def=graph), element_spec)
+    return service.deserialize(graph, spec)
 
 
 def strategy_spec(strategy: Any) -> dict[str, Any] | None:

@@ -84,17 +84,13 @@ class Read:
     registration: Registration | None
 
 
-def _ops() -> Any:
-    from tensorflow.python.data.experimental.ops import data_service_ops
-
-    return data_service_ops
-
-
 def _parse(service: Any) -> tuple[str, str]:
     """(protocol, address) of a service target, as TensorFlow parses it."""
     if isinstance(service, tuple):
         return str(service[0]), str(service[1])
-    return _ops()._parse_service(service)
+    from vizdist.instrument.tfapi import service as tf_service
+
+    return tf_service.parse_service(service)
 
 
 def text_of(value: Any) -> str | None:
@@ -202,9 +198,11 @@ def _register(*args: Any, **kwargs: Any) -> Any:
 
 
 def _service_dataset(ds: Any) -> Any:
-    """The ``_DataServiceDatasetV2`` under what ``_from_dataset_id`` returned (it may wrap it in options)."""
-    while ds is not None and type(ds).__name__ != "_DataServiceDatasetV2":
-        ds = getattr(ds, "_input_dataset", None)
+    """TF's service read dataset under what TF's read function returned (it may wrap it in options)."""
+    from vizdist.instrument.tfapi import datasets as tfd
+
+    while ds is not None and type(ds).__name__ != tfd.DATA_SERVICE:
+        ds = tfd.field(ds, "input_dataset", None)
     return ds
 
 
@@ -230,10 +228,11 @@ def install() -> None:
     """
     if installed():
         return
-    ops = _ops()
-    _ORIGINAL["register"], _ORIGINAL["read"] = ops._register_dataset, ops._from_dataset_id
-    ops._register_dataset = functools.wraps(_ORIGINAL["register"])(_register)
-    ops._from_dataset_id = functools.wraps(_ORIGINAL["read"])(_read)
+    from vizdist.instrument.tfapi import service as tf_service
+
+    _ORIGINAL["register"], _ORIGINAL["read"] = tf_service.current("register"), tf_service.current("read")
+    tf_service.patch("register", functools.wraps(_ORIGINAL["register"])(_register))
+    tf_service.patch("read", functools.wraps(_ORIGINAL["read"])(_read))
 
 
 def installed() -> bool:
@@ -243,7 +242,9 @@ def installed() -> bool:
         >>> isinstance(installed(), bool)   # doctest: +SKIP
         True
     """
-    return bool(_ORIGINAL) and _ops()._register_dataset is not _ORIGINAL["register"]
+    from vizdist.instrument.tfapi import service as tf_service
+
+    return bool(_ORIGINAL) and tf_service.current("register") is not _ORIGINAL["register"]
 
 
 def uninstall() -> None:
@@ -254,8 +255,10 @@ def uninstall() -> None:
     """
     if not _ORIGINAL:
         return
-    ops = _ops()
-    ops._register_dataset, ops._from_dataset_id = _ORIGINAL["register"], _ORIGINAL["read"]
+    from vizdist.instrument.tfapi import service as tf_service
+
+    tf_service.patch("register", _ORIGINAL["register"])
+    tf_service.patch("read", _ORIGINAL["read"])
     _ORIGINAL.clear()
 
 
@@ -271,12 +274,16 @@ def read_of(ds: Any) -> Read | None:
 
 def register(service: Any, dataset: Any, compression: Any) -> Any:
     """Register ``dataset`` with TensorFlow's own function (not recorded): vizdist's tagged copy."""
-    return (_ORIGINAL.get("register") or _ops()._register_dataset)(service, dataset, compression=compression)
+    from vizdist.instrument.tfapi import service as tf_service
+
+    return (_ORIGINAL.get("register") or tf_service.current("register"))(service, dataset, compression=compression)
 
 
 def read(arguments: dict[str, Any], **changes: Any) -> Any:
     """Read like a recorded :class:`Read`, with some arguments changed, through TensorFlow's own function."""
-    return (_ORIGINAL.get("read") or _ops()._from_dataset_id)(**{**arguments, **changes})
+    from vizdist.instrument.tfapi import service as tf_service
+
+    return (_ORIGINAL.get("read") or tf_service.current("read"))(**{**arguments, **changes})
 
 
 def run_token() -> str:

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from vizdist.instrument.run.rows import Recorder
+from vizdist.instrument.tfapi import coordinator as tf_coordinator
 
 __all__ = ["ClosureObserver", "error_text", "make_step", "per_worker_values", "record_closures", "run_closures",
            "tagging_dataset_fn"]
@@ -72,10 +73,8 @@ class ClosureObserver:
         self.attempts: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._last_log: dict[int, str] = {}
-        self._workers = list(getattr(getattr(coordinator, "_cluster", None), "workers", []) or [])
-        self.ok = bool(self._workers) and all(
-            hasattr(w, "_process_closure") and hasattr(w, "_on_closure_failure") and hasattr(w, "worker_index")
-            for w in self._workers)
+        self._workers = tf_coordinator.workers(coordinator)
+        self.ok = bool(self._workers) and all(tf_coordinator.hookable(w) for w in self._workers)
         self._handler = _LogTap(self._last_log)
 
     def _now(self) -> int:
@@ -85,19 +84,17 @@ class ClosureObserver:
         if not self.ok:
             return
         for w in self._workers:
-            w._process_closure = self._wrap_process(w, w._process_closure)
-            w._on_closure_failure = self._wrap_failure(w, w._on_closure_failure)
+            tf_coordinator.wrap_worker(w, "process", self._wrap_process)
+            tf_coordinator.wrap_worker(w, "failure", self._wrap_failure)
         logging.getLogger("tensorflow").addHandler(self._handler)
 
     def remove(self) -> None:
         for w in self._workers:
-            for name in ("_process_closure", "_on_closure_failure"):
-                w.__dict__.pop(name, None)
+            tf_coordinator.unwrap_worker(w)
         logging.getLogger("tensorflow").removeHandler(self._handler)
 
     def _attempt(self, closure: Any, worker: int) -> dict[str, Any]:
-        ref = getattr(closure, "_output_remote_value_ref", None)
-        att = {"rv": ref() if ref is not None else None, "worker": worker, "t_start_ns": self._now(),
+        att = {"rv": tf_coordinator.closure_output(closure), "worker": worker, "t_start_ns": self._now(),
                "t_end_ns": -1, "outcome": "running", "error": ""}
         with self._lock:
             self.attempts.append(att)
@@ -117,8 +114,8 @@ class ClosureObserver:
         return process
 
     def _outcome(self, rv: Any) -> tuple[str, str]:
-        status = getattr(getattr(rv, "_status", None), "name", "")
-        error = getattr(rv, "_error", None)
+        status = tf_coordinator.remote_status(rv)
+        error = tf_coordinator.remote_error(rv)
         if status == "READY":
             if error is None:
                 return "done", ""
@@ -171,10 +168,8 @@ def tagging_dataset_fn(dataset_fn: Callable[[Any], Any], contexts: list[dict[str
     itself ships a ``tf.data.Dataset`` to workers).
     """
     import tensorflow as tf
-    from tensorflow.python.distribute.coordinator.values import (
-        deserialize_dataset_from_graph,
-        serialize_dataset_to_graph,
-    )
+
+    serialize_dataset_to_graph, deserialize_dataset_from_graph = tf_coordinator.dataset_graph_functions()
 
     from vizdist.instrument.ids.tagging import Untaggable, tag_dataset
 
@@ -291,15 +286,13 @@ def _closure_errors() -> tuple[type[BaseException], ...]:
     Anything else (a ``TypeError`` from tracing your ``step_fn``, say) is a bug to show, not a run to record.
     """
     import tensorflow as tf
-    from tensorflow.python.distribute.coordinator import cluster_coordinator as cc
 
-    wrappers = tuple(getattr(cc, name) for name in ("ClosureInputError", "ClosureAbortedError") if hasattr(cc, name))
-    return (tf.errors.OpError, *wrappers)
+    return (tf.errors.OpError, *tf_coordinator.closure_errors())
 
 
 # -- what came back -----------------------------------------------------------------------------
 def _status(rv: Any) -> str:
-    return str(getattr(getattr(rv, "_status", None), "name", "UNKNOWN"))
+    return tf_coordinator.remote_status(rv) or "UNKNOWN"
 
 
 def _fetch(rv: Any, stopped: str) -> tuple[str, Any, str]:
@@ -351,5 +344,5 @@ def record_closures(remotes: list[Any], observer: ClosureObserver, stopped: str,
 
 
 def per_worker_values(per_worker_iterator: Any) -> list[dict[str, Any]]:
-    values = getattr(per_worker_iterator, "_values", ()) or ()
+    values = tf_coordinator.per_worker(per_worker_iterator)
     return [{"worker": w, "type": type(v).__name__, "status": _status(v).lower()} for w, v in enumerate(values)]

@@ -58,6 +58,7 @@ from vizdist.instrument.strategies.closures import (
     run_closures,
     tagging_dataset_fn,
 )
+from vizdist.instrument.tfapi import runtime
 from vizdist.trace import Trace
 
 __all__ = [
@@ -330,13 +331,11 @@ def _meta(strategy: Any, closures: list[dict[str, Any]], info: Mapping[str, Any]
           observer: ClosureObserver) -> dict[str, Any]:
     import tensorflow as tf
 
-    ext = strategy.extended
     meta: dict[str, Any] = {
         "kind": "parameter_server",
         "strategy": strategy_name(strategy),
         "api": "ClusterCoordinator.create_per_worker_dataset",
-        "num_workers": int(ext._num_workers) if hasattr(ext, "_num_workers") else None,
-        "num_ps": int(ext._num_ps) if hasattr(ext, "_num_ps") else None,
+        **runtime.strategy_counts(strategy),
         "steps_scheduled": len(closures),
         "steps_run": sum(c["status"] == "done" for c in closures),
         "step_workers": [c["worker"] for c in closures],

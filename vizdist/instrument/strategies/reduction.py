@@ -46,6 +46,7 @@ from vizdist.instrument.observe.placement import (
 )
 from vizdist.instrument.run.rows import num_workers, worker_position
 from vizdist.instrument.strategies.values import json_value, reduction_meta, trace_values, value_rows
+from vizdist.instrument.tfapi import runtime
 from vizdist.trace import Trace
 
 __all__ = ["HOW", "expected_reduction", "trace_loss_scaling", "trace_reduction", "trace_values", "value_rows"]
@@ -56,11 +57,7 @@ _OPS = ("SUM", "MEAN")
 
 def _cross_device_ops(strategy: tf.distribute.Strategy, value: Any) -> str:
     ext = strategy.extended
-    getter = getattr(ext, "_get_cross_device_ops", None)
-    try:
-        chosen = getter(value) if getter is not None else getattr(ext, "_cross_device_ops", None)
-    except Exception:
-        chosen = getattr(ext, "_cross_device_ops", None)
+    chosen = runtime.cross_device_ops(strategy, value)
     if chosen is None:
         return "none (one device: nothing to combine across devices)" if strategy.num_replicas_in_sync == 1 \
             else f"{type(ext).__name__} (built in)"
