@@ -97,8 +97,8 @@ def check_tensorflow(version: str, *, stacklevel: int = 2) -> None:
     if have > NEWEST:
         warnings.warn(
             f"TensorFlow {version} is newer than any vizdist was tested with ({oldest} to {newest}; CI tests "
-            f"{_tested()}). vizdist uses some of TensorFlow's private names, so it may fail or record wrongly "
-            f"here. To be sure, use TensorFlow {newest} (`pip install \"tensorflow-cpu{supported_range()}\"` "
+            f"{_tested()}). vizdist uses some of TensorFlow's private names (vizdist/instrument/tfapi/table.py), "
+            f"so it may fail or record wrongly here. To be sure, use TensorFlow {newest} (`pip install \"tensorflow-cpu{supported_range()}\"` "
             f"with everything else, in one pip call).", UntestedTensorFlowWarning, stacklevel=stacklevel)
 
 

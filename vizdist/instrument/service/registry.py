@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vizdist.errors import TracingError
+from vizdist.instrument.tfapi import service as tf_service
 
 __all__ = ["KEEP", "LIVE", "Read", "Registration", "check_reachable", "install", "installed", "one_run", "read_of",
            "refuse_isolated", "run_token", "serving", "text_of", "uninstall"]
@@ -88,8 +89,6 @@ def _parse(service: Any) -> tuple[str, str]:
     """(protocol, address) of a service target, as TensorFlow parses it."""
     if isinstance(service, tuple):
         return str(service[0]), str(service[1])
-    from vizdist.instrument.tfapi import service as tf_service
-
     return tf_service.parse_service(service)
 
 
@@ -228,8 +227,6 @@ def install() -> None:
     """
     if installed():
         return
-    from vizdist.instrument.tfapi import service as tf_service
-
     _ORIGINAL["register"], _ORIGINAL["read"] = tf_service.current("register"), tf_service.current("read")
     tf_service.patch("register", functools.wraps(_ORIGINAL["register"])(_register))
     tf_service.patch("read", functools.wraps(_ORIGINAL["read"])(_read))
@@ -242,8 +239,6 @@ def installed() -> bool:
         >>> isinstance(installed(), bool)   # doctest: +SKIP
         True
     """
-    from vizdist.instrument.tfapi import service as tf_service
-
     return bool(_ORIGINAL) and tf_service.current("register") is not _ORIGINAL["register"]
 
 
@@ -255,8 +250,6 @@ def uninstall() -> None:
     """
     if not _ORIGINAL:
         return
-    from vizdist.instrument.tfapi import service as tf_service
-
     tf_service.patch("register", _ORIGINAL["register"])
     tf_service.patch("read", _ORIGINAL["read"])
     _ORIGINAL.clear()
@@ -274,15 +267,11 @@ def read_of(ds: Any) -> Read | None:
 
 def register(service: Any, dataset: Any, compression: Any) -> Any:
     """Register ``dataset`` with TensorFlow's own function (not recorded): vizdist's tagged copy."""
-    from vizdist.instrument.tfapi import service as tf_service
-
     return (_ORIGINAL.get("register") or tf_service.current("register"))(service, dataset, compression=compression)
 
 
 def read(arguments: dict[str, Any], **changes: Any) -> Any:
     """Read like a recorded :class:`Read`, with some arguments changed, through TensorFlow's own function."""
-    from vizdist.instrument.tfapi import service as tf_service
-
     return (_ORIGINAL.get("read") or tf_service.current("read"))(**{**arguments, **changes})
 
 

@@ -88,7 +88,7 @@ def field(obj: Any, name: str, default: Any = _MISSING) -> Any:
 
 def has_field(obj: Any, name: str) -> bool:
     """Whether ``obj`` has TF's field ``_<name>`` (see :func:`field`)."""
-    return field(obj, name, _MISSING) is not _MISSING if name in FIELDS else False
+    return field(obj, name, None) is not None or hasattr(obj, "_" + name)
 
 
 def inputs(ds: Any) -> list[Any]:
