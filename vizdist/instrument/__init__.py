@@ -1,5 +1,8 @@
 """The only part of vizdist that imports TensorFlow: it runs real pipelines and records them.
 
+TensorFlow's and Keras's private side (private modules, ``_``-prefixed attributes, class swaps, process-wide
+patches) is reached only through :mod:`vizdist.instrument.tfapi`, which declares each private name it uses.
+
 Loading it registers TensorFlow's file systems (``tf.io.gfile``, :mod:`vizdist.instrument.storage`) for
 every URL scheme, so ``vizdist.record(path="gs://...")`` and ``vizdist.load_trace("gs://...")`` read and
 write where the cluster's TensorFlow does (TensorFlow itself is imported when such a path is first used).
