@@ -78,17 +78,20 @@ def field(obj: Any, name: str, default: Any = _MISSING) -> Any:
         >>> int(field(tf.data.Dataset.range(2).batch(2), "batch_size"))
         2
     """
-    if name not in FIELDS:
-        raise KeyError(f"{name!r} is not a declared field of TF's datasets; declare _{name} in "
-                       "vizdist/instrument/tfapi/table.py and add it to tfapi.datasets.FIELDS")
-    if default is _MISSING:
-        return getattr(obj, "_" + name)
-    return getattr(obj, "_" + name, default)
+    attr = _declared(name)
+    return getattr(obj, attr) if default is _MISSING else getattr(obj, attr, default)
 
 
 def has_field(obj: Any, name: str) -> bool:
     """Whether ``obj`` has TF's field ``_<name>`` (see :func:`field`)."""
-    return field(obj, name, None) is not None or hasattr(obj, "_" + name)
+    return hasattr(obj, _declared(name))
+
+
+def _declared(name: str) -> str:
+    if name not in FIELDS:
+        raise KeyError(f"{name!r} is not a declared field of TF's datasets; declare _{name} in "
+                       "vizdist/instrument/tfapi/table.py and add it to tfapi.datasets.FIELDS")
+    return "_" + name
 
 
 def inputs(ds: Any) -> list[Any]:
