@@ -269,3 +269,12 @@ def test_the_adapter_imports_nothing_of_vizdist_but_errors():
             bad = [n for n in names if n.startswith("vizdist") and not n.startswith(("vizdist.errors",
                                                                                       "vizdist.instrument.tfapi"))]
             assert not bad, f"{path.name} imports {bad}: the adapter is instrument's lowest layer"
+
+
+def test_every_keras_function_hooked_is_declared():
+    """Each (module, name) of ``tfapi.keras.KERAS_NAMES`` is a table entry (the one the per-symbol test checks)."""
+    declared = {(s.name, place) for s in TABLE for place in s.places()}
+    for places in keras.KERAS_NAMES.values():
+        for module, path in places:
+            assert (path, module) in declared or (path.rpartition(".")[2], f"{module}:{path.rpartition('.')[0]}") \
+                in declared, f"{module}:{path} is hooked but not declared in tfapi/table.py"

@@ -267,6 +267,18 @@ TABLE: tuple[Symbol, ...] = (
        "the batches Keras peeked at (numbered first)", KERAS3),
     _f("_output_signature", f"{_ADAPTERS}.generator_data_adapter:GeneratorDataAdapter | "
        f"{_ADAPTERS}.py_dataset_adapter:PyDatasetAdapter", "the spec of a generator's/PyDataset's batches", KERAS3),
+    # -- the Keras functions a recording hooks (tfapi.keras.KERAS_NAMES), in Keras's private modules ------
+    _a("CallbackList.on_epoch_begin", "keras.src.callbacks.callback_list | keras.src.callbacks",
+       "hooked for the block: Keras's epoch number (Keras 3 | Keras 2)"),
+    _a("CallbackList.on_train_end", "keras.src.callbacks.callback_list | keras.src.callbacks",
+       "hooked for the block: fit ends (Keras 3 | Keras 2)"),
+    _a("train_validation_split", f"{_ADAPTERS}.array_slicing", "hooked: validation rows keep their number", KERAS3),
+    _a("ArrayDataAdapter.get_tf_dataset", f"{_ADAPTERS}.array_data_adapter", "hooked: arrays carry row ids", KERAS3),
+    _a("PyDatasetAdapter.get_tf_dataset", f"{_ADAPTERS}.py_dataset_adapter", "hooked: PyDataset batches carry their "
+       "index", KERAS3),
+    _a("GeneratorDataAdapter.get_tf_dataset", f"{_ADAPTERS}.generator_data_adapter", "hooked: a generator's "
+       "batches are numbered", KERAS3),
+    _a("get_tensor_spec", f"{_ADAPTERS}.data_adapter_utils", "the spec of a generator's first batches", KERAS3),
 )
 
 
@@ -314,8 +326,13 @@ def _found(entry: Symbol, place: str) -> bool:
         owner = resolve(place)
     except (ImportError, AttributeError):
         return False
-    if entry.kind == "attr":
-        return hasattr(owner, entry.name)
+    if entry.kind == "attr":  # a dotted name: a class's member
+        try:
+            for part in entry.name.split("."):
+                owner = getattr(owner, part)
+        except AttributeError:
+            return False
+        return True
     if entry.kind == "member":
         return isinstance(owner, type) and _sets(owner, entry.name)
     try:  # "name": the name appears in the module's code
