@@ -29,10 +29,13 @@ import tempfile
 import threading
 import time
 import tracemalloc
+import warnings
 from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+# plain TF warns so whenever a distributed dataset is iterated in a tf.function (with or without vizdist)
+warnings.filterwarnings("ignore", message="To make it possible to preserve tf.data options")
 
 STEP_AIM, ELEMENT_AIM, PATH_AIM_MB = 400, 100, 200
 
