@@ -127,6 +127,7 @@ def long_loop(bench: Bench, steps: int) -> None:
                 else:
                     bench.loop(dist)
             rows.append((name, (peak.peak - peak.start) / 1e6, time.process_time() - c0, time.perf_counter() - t0))
+            print(f"  {name}: done, {rows[-1][2]:.1f} CPU s, {rows[-1][3]:.1f} wall s", flush=True)
         disk = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(folder) for f in fs)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
