@@ -40,7 +40,7 @@ ELECTIVES = ("05_prefetch_and_timelines", "07_finding_a_bad_element", "06_placem
              "04_tf_data_service", "08_parameter_servers")
 EXTRA = ("09_from_tf1_to_tf2", "10_cluster_topology")
 #: Seconds each notebook runs on 2 cores shared with other work (the upper end .ci/run_notebooks.py printed).
-RUN_S = {"00_tour": 7, "01_batch_splitting": 24, "02_input_context": 8, "02b_keras_fit": 130,
+RUN_S = {"00_tour": 7, "01_batch_splitting": 24, "02_input_context": 8, "02b_keras_fit": 120,
          "03_multi_worker_sharding": 120, "04_tf_data_service": 64, "05_prefetch_and_timelines": 33,
          "06_placement": 9, "06b_reduction_and_loss": 39, "07_finding_a_bad_element": 13,
          "08_parameter_servers": 106, "09_from_tf1_to_tf2": 13, "10_cluster_topology": 19}
