@@ -69,7 +69,7 @@ def layer(module: str) -> str:
         return "instrument"
     if first == "render":
         return "render"
-    if first in ("analysis", "diagnose", "checks"):
+    if first in ("analysis", "diagnose", "checks", "trace_diff"):
         return "analysis"
     if first in ("trace", "contract", "errors", "_optional", "_version", "_files", "_loadcheck", "views", "accessor",
                  "_clip", "_storage", "_parts"):
@@ -184,7 +184,7 @@ def _vizdist_imports(module: str) -> set[str]:
 def test_the_scan_sees_every_kind_of_import():
     """The scanner itself: function-local and from-imports are found (so the rules below can fail)."""
     assert "vizdist.instrument.processes.cluster" in imports("vizdist.instrument.experiments.sharding")  # function-local import
-    assert "tensorflow" in imports("vizdist.instrument.devices")
+    assert "tensorflow" in imports("vizdist.instrument.core.devices")
     assert {"vizdist.trace", "vizdist.checks.finding"} <= imports("vizdist.checks.split")
 
 

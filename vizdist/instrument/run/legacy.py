@@ -58,11 +58,12 @@ from tensorflow.python.util import deprecation
 
 from vizdist._files import write_file
 from vizdist.errors import TracingError, release_frames
-from vizdist.instrument.ids.codes import untag
+from vizdist.instrument.core import engine
+from vizdist.instrument.core.codes import untag
+from vizdist.instrument.core.rows import replica_devices
 from vizdist.instrument.processes import jobfiles
 from vizdist.instrument.processes.cluster import pickle_job
 from vizdist.instrument.processes.supervisor import DEFAULT_TIMEOUT, FolderJanitor, Supervisor, temp_folder
-from vizdist.instrument.run import engine
 from vizdist.instrument.run.distribution import DEFAULT_MAX_STEPS, loop_trace
 from vizdist.instrument.run.inputs import (
     Input,
@@ -74,7 +75,6 @@ from vizdist.instrument.run.inputs import (
     wrap_tf_error,
 )
 from vizdist.instrument.run.reader import Loop, StepReader, per_replica, result_json
-from vizdist.instrument.run.rows import replica_devices
 from vizdist.trace import Trace
 
 #: the graph-mode child's key in its job folder's file names (vizdist.instrument.processes.jobfiles)
@@ -570,7 +570,7 @@ def child_main(job: Path, devices: int) -> int:
     try:
         import cloudpickle
 
-        from vizdist.instrument.devices import virtual_devices
+        from vizdist.instrument.core.devices import virtual_devices
 
         virtual_devices(devices)
         tf.compat.v1.disable_eager_execution()

@@ -7,9 +7,9 @@ Example:
 
 from __future__ import annotations
 
+from vizdist.instrument.core.engine import Observer
 from vizdist.instrument.observe.placement import PlacementObserver
 from vizdist.instrument.observe.timing import TimingObserver
-from vizdist.instrument.run.engine import Observer
 
 __all__ = ["observers_for"]
 

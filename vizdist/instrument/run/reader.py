@@ -18,8 +18,8 @@ import numpy as np
 import tensorflow as tf
 
 from vizdist.errors import release_frames
-from vizdist.instrument.ids.codes import decode_tags, untag
-from vizdist.instrument.run.rows import Recorder, replica_devices, worker_position
+from vizdist.instrument.core.codes import decode_tags, untag
+from vizdist.instrument.core.rows import Recorder, replica_devices, worker_position
 
 __all__ = ["PROGRESS_MIN_STEPS", "Loop", "StepReader", "per_replica", "progress_bar", "result_json"]
 
@@ -101,7 +101,7 @@ def _rows_array(value: Any) -> np.ndarray:
 class StepReader:
     """Reads what each local replica got at one step into a :class:`Recorder`.
 
-    ``tagged``: each element is vizdist's tag and the value (:func:`~vizdist.instrument.ids.codes.keyed`);
+    ``tagged``: each element is vizdist's tag and the value (:func:`~vizdist.instrument.core.codes.keyed`);
     otherwise ids come from the content (the values themselves for integer
     elements, else fingerprints numbered in order of first delivery).
     """

@@ -1,7 +1,7 @@
 """TF's own distributed dataset and iterator, taught to strip vizdist's tag and report each step.
 
 :func:`vizdist.record` distributes a *tagged* copy of the user's dataset (each element
-``{"tag": ..., "value": ...}``, :func:`~vizdist.instrument.ids.codes.keyed`) with TF's own
+``{"tag": ..., "value": ...}``, :func:`~vizdist.instrument.core.codes.keyed`) with TF's own
 ``experimental_distribute_dataset`` / ``distribute_datasets_from_function``, then turns the
 ``DistributedDataset`` TF returned into an instance of a subclass made here
 (:func:`recorded`). Nothing about how TF reads, shards, rebatches or prefetches changes: the
@@ -33,7 +33,7 @@ from tensorflow.python.distribute import input_lib
 from tensorflow.python.framework import ops
 from tensorflow.python.ops import gen_dataset_ops
 
-from vizdist.instrument.ids.codes import untag
+from vizdist.instrument.core.codes import untag
 
 __all__ = ["TF_DISTRIBUTED_DATASETS", "StepSink", "classes", "recorded"]
 

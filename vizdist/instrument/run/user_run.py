@@ -46,14 +46,15 @@ from tensorflow.python.distribute import distribute_lib
 
 from vizdist._parts import concat_frames
 from vizdist.errors import RecordingWarning, TracingError
-from vizdist.instrument.run import engine, recorded_input
+from vizdist.instrument.core import engine
+from vizdist.instrument.core import service_registry as service_registry
+from vizdist.instrument.run import recorded_input
 from vizdist.instrument.run.epochs import Passes
 from vizdist.instrument.run.inputs import TaggingFn, base_meta, input_meta, tag_global
 from vizdist.instrument.run.keras_inputs import KerasHooks, keras_source
 from vizdist.instrument.run.observers import observers_for
 from vizdist.instrument.run.reader import StepReader
 from vizdist.instrument.run.stream import PART_ELEMENTS, PartStream
-from vizdist.instrument.service import registry as service_registry
 from vizdist.trace import Trace
 
 __all__ = ["PHASES", "TIMING_NOTE", "DatasetRecord", "Recording", "RecordingWarning", "record"]

@@ -8,7 +8,7 @@ Each opens a :class:`Run`, makes its input inside it, asks the run for a
 and hands the finished :class:`~vizdist.trace.Trace` to :meth:`Run.finish`.
 
 A run is one tf.data service run too: every service read made inside it shares one token
-(:func:`vizdist.instrument.service.registry.one_run`). What a run records beside where each
+(:func:`vizdist.instrument.core.service_registry.one_run`). What a run records beside where each
 element went plugs in through one protocol, :class:`Observer`
 (the timing recorder, the placement recorder with its NaN/Inf checks). The engine calls, in order:
 
@@ -40,7 +40,7 @@ import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from vizdist.instrument.service import registry as service_registry
+from vizdist.instrument.core import service_registry as service_registry
 
 __all__ = ["Observer", "Run", "current"]
 

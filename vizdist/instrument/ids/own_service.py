@@ -43,7 +43,7 @@ from __future__ import annotations
 from typing import Any
 
 from vizdist.errors import TracingError
-from vizdist.instrument.service import registry
+from vizdist.instrument.core import service_registry as registry
 from vizdist.instrument.service._service_worker import WORKER_ID_FILE
 
 __all__ = ["NOT_SEEN", "describe", "dynamic_note", "reread", "scalar_elements", "services_in", "stamp_worker",

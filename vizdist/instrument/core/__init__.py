@@ -1,0 +1,1 @@
+"""The lowest vizdist layer of instrument/ (tfapi aside): what every sub-package needs."""
