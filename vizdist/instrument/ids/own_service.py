@@ -44,11 +44,13 @@ from typing import Any
 
 from vizdist.errors import TracingError
 from vizdist.instrument.core import service_registry as registry
-from vizdist.instrument.service._service_worker import WORKER_ID_FILE
 
-__all__ = ["NOT_SEEN", "describe", "dynamic_note", "reread", "scalar_elements", "services_in", "stamp_worker",
+__all__ = ["NOT_SEEN", "WORKER_ID_FILE", "describe", "dynamic_note", "reread", "scalar_elements", "services_in", "stamp_worker",
            "worker_field", "worker_id_tensor"]
 
+#: The file a ``LocalDataService`` worker process writes its id into, in its own working directory
+#: (:mod:`vizdist.instrument.service._service_worker`); a pipeline step reads it on the worker.
+WORKER_ID_FILE = "vizdist_worker_id"
 _MODES = {"OFF": "parallel_epochs", "DYNAMIC": "distributed_epoch"}
 NOT_SEEN = ("vizdist did not see this tf.data service read being made (it was built before vizdist was loaded, "
             "or reads a dataset registered by another process), so it cannot rebuild what the workers run; "

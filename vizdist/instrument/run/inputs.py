@@ -16,8 +16,7 @@ import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
 from vizdist.errors import TracingError
-from vizdist.instrument.core import engine
-from vizdist.instrument.core import service_registry as service_registry
+from vizdist.instrument.core import engine, service_registry
 from vizdist.instrument.core.codes import keyed, tensor_value, untag, values_are_ids
 from vizdist.instrument.core.rows import num_workers, replica_devices, strategy_name
 from vizdist.instrument.ids import own_service as service_own

@@ -74,6 +74,7 @@ from vizdist.instrument.run.inputs import (
     tag_global,
     wrap_tf_error,
 )
+from vizdist.instrument.run.observers import observers_for
 from vizdist.instrument.run.reader import Loop, StepReader, per_replica, result_json
 from vizdist.trace import Trace
 
@@ -458,7 +459,7 @@ def _trace_tf1(strategy: Any, dataset: Any, input_fn: Any, step_fn: Any, steps: 
     meta = base_meta(strategy, api)
     meta.update(iteration="experimental_run" if step_fn is not None else "get_next",
                 execution="eager" if graph is None else "graph", options={}, steps_requested=steps)
-    with engine.Run(strategy, api=api) as run:
+    with engine.Run(strategy, api=api, observers=observers_for()) as run:
         inp = _make_iterator(strategy, dataset, input_fn, steps)
         meta.update(input_meta(inp, inp.dist))
         trace = _run_session(run, inp, meta, step_fn, steps, session, graph, max_steps=max_steps,
