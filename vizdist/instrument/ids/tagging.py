@@ -68,7 +68,7 @@ from tensorflow.python.data.ops import directed_interleave_op, readers
 from tensorflow.python.data.util import structure
 from tensorflow.python.util import variable_utils
 
-from vizdist.instrument.core import service_registry as service_registry
+from vizdist.instrument.core import service_registry
 from vizdist.instrument.core.codes import (
     FILE_UNKNOWN,
     FINGERPRINT_BUCKETS,

@@ -48,6 +48,8 @@ class StepSink(Protocol):
     tagged: bool
     ids_in_values: bool
 
+    def split(self, element: Any) -> tuple[Any, Any]:
+        """(tags, values) of one distributed element (tags None: ids come from the content)."""
     def phase_now(self) -> str: ...
     def before_read(self) -> None: ...
     def new_pass(self, phase: str) -> None: ...
@@ -55,19 +57,12 @@ class StepSink(Protocol):
     def graph_step(self, tags: Any, values: Any) -> None: ...
 
 
-def _split(sink: StepSink, element: Any) -> tuple[Any, Any]:
-    """(tags, values) of one distributed element (tags None: ids come from the content)."""
-    if not sink.tagged:
-        return None, element
-    return (element, element) if sink.ids_in_values else untag(element)
-
-
 def _user_spec(sink: StepSink, spec: Any) -> Any:
     return spec if not sink.tagged or sink.ids_in_values else untag(spec)[1]
 
 
 def _strip(sink: StepSink, element: Any) -> Any:
-    tags, values = _split(sink, element)
+    tags, values = sink.split(element)
     if tf.executing_eagerly():
         sink.eager_step(tags, values)
     else:
