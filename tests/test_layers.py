@@ -16,6 +16,13 @@ trace's accessors (``vizdist/views.py``, pandas' ``PlotAccessor``), and the ``pl
 method. Only the modules :data:`LAZY_UP` names may, only lazily (in a function, or under ``if
 TYPE_CHECKING:``), so importing them loads no renderer; the scan sees each such arrow.
 
+At package level (the end of this file): the sub-packages of ``instrument/`` form layers of their own
+(:data:`INSTRUMENT_ORDER`, lowest first: ``tfapi``, ``core``, ``ids``, ``observe``, ``processes``, ``service``,
+``run``, ``strategies``, ``experiments``), and so do ``analysis/`` < ``checks/`` < ``diagnose.py`` <
+``trace_diff.py`` (:data:`ANALYSIS_ORDER`). A module imports only its own unit or a lower one, and no two
+packages import each other, directly or around a ring (a cycle of modules of different packages, which the
+module-level scan would not call a cycle).
+
 No module takes another module's private name (``from m import _x`` or ``m._x``): what two
 modules share is public in the lower one.
 """

@@ -5,7 +5,7 @@
 the *workers* run; your process only reads the results. To follow every
 element, :func:`vizdist.instrument.ids.tagging.tag_dataset` rebuilds that
 registered dataset with a tag per element (the dataset comes from
-:mod:`.registry`), and this module registers the tagged copy with the same
+:mod:`vizdist.instrument.core.service_registry`), and this module registers the tagged copy with the same
 dispatcher and compression and reads it with the very arguments of your read
 (processing mode, consumer index, ``target_workers``, ...). The tag rides
 through the service, so ``parallel_epochs`` copies show up as the same source

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from vizdist.errors import TracingError
+from vizdist.instrument.processes import jobfiles
 
 __all__ = ["JobDocumentError", "RunSpec", "Stopped", "TaskError", "TaskResult"]
 
@@ -136,7 +137,7 @@ class RunSpec(_Document):
         vizdist.instrument.processes.documents.JobDocumentError: /job/spec.json is not a valid RunSpec document: field 'workers' is missing (an integer). ...
     """
 
-    FILE: ClassVar[str] = "spec.json"
+    FILE: ClassVar[str] = jobfiles.SPEC
 
     mode: str
     workers: int
@@ -157,7 +158,7 @@ class TaskResult(_Document):
         [1, 2]
     """
 
-    FILE: ClassVar[str] = "result-<task>.json"
+    FILE: ClassVar[str] = jobfiles.RESULT.name("<task>")
 
     value: Any
 
@@ -180,7 +181,7 @@ class TaskError(_Document):
         'ValueError: no data'
     """
 
-    FILE: ClassVar[str] = "error-<task>.json"
+    FILE: ClassVar[str] = jobfiles.ERROR.name("<task>")
 
     type: str
     message: str
@@ -215,7 +216,7 @@ class Stopped(_Document):
         {'task': 'worker-1', 'how': 'not running', 'after_s': -1.0}
     """
 
-    FILE: ClassVar[str] = "stopped-<task>.json"
+    FILE: ClassVar[str] = jobfiles.STOPPED.name("<task>")
 
     task: str
     how: str
