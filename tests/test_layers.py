@@ -322,7 +322,7 @@ INSTRUMENT_ORDER = ("tfapi", "core", "ids", "observe", "processes", "service", "
 #: checks, and ``trace_diff`` that compares two runs' findings.
 ANALYSIS_ORDER = ("analysis", "checks", "diagnose", "trace_diff")
 
-#: What ``tfapi`` may import of vizdist (nothing else).
+#: What ``tfapi`` may import of vizdist beside its own modules (nothing else).
 TFAPI_ALLOWED = {"vizdist.errors"}
 
 
@@ -372,10 +372,15 @@ def test_sub_packages_import_only_downward(module):
                      f"imports only its own or lower ones; lowest first: {INSTRUMENT_ORDER} and {ANALYSIS_ORDER}")
 
 
+def tfapi_violations(module: str) -> list[str]:
+    """What a module of ``tfapi`` imports of vizdist beyond itself and :data:`TFAPI_ALLOWED`."""
+    return sorted(m for m in _vizdist_imports(module) if m not in TFAPI_ALLOWED and unit(m) != "instrument.tfapi")
+
+
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if unit(m) == "instrument.tfapi"))
 def test_tfapi_imports_only_errors(module):
-    bad = sorted(m for m in _vizdist_imports(module) if m not in TFAPI_ALLOWED)
-    assert not bad, f"{module} imports {bad}: the TF adapter imports nothing of vizdist but {TFAPI_ALLOWED}"
+    bad = tfapi_violations(module)
+    assert not bad, f"{module} imports {bad}: the TF adapter imports nothing of vizdist but itself and {TFAPI_ALLOWED}"
 
 
 def _package_cycles() -> list[list[str]]:
@@ -413,7 +418,8 @@ def test_no_package_cycles():
 
 
 def test_the_package_scan_sees_an_upward_import_and_a_package_cycle(tmp_path, monkeypatch):
-    """The scanner itself: a planted upward import (core -> run, checks -> diagnose) is seen, and makes a ring."""
+    """The scanner itself: a planted upward import (core -> run, checks -> diagnose) is seen, and makes a ring;
+    a planted import of the trace in ``tfapi`` is seen."""
     (tmp_path / "probe.py").write_text("def f():\n    from vizdist.instrument.run import user_run\n", encoding="utf-8")
     (tmp_path / "check_probe.py").write_text("from vizdist.diagnose import diagnose\n", encoding="utf-8")
     monkeypatch.setitem(MODULES, "vizdist.instrument.core.probe", tmp_path / "probe.py")
@@ -424,3 +430,7 @@ def test_the_package_scan_sees_an_upward_import_and_a_package_cycle(tmp_path, mo
     assert any({"instrument.core", "instrument.run"} <= set(c) for c in cycles), cycles
     assert any({"checks", "diagnose"} <= set(c) for c in cycles), cycles
     assert _strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    (tmp_path / "tf_probe.py").write_text("from vizdist import errors, trace\nfrom vizdist.instrument.tfapi import x\n",
+                                          encoding="utf-8")
+    monkeypatch.setitem(MODULES, "vizdist.instrument.tfapi.probe", tmp_path / "tf_probe.py")
+    assert tfapi_violations("vizdist.instrument.tfapi.probe") == ["vizdist.trace"]
