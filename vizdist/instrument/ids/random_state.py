@@ -37,7 +37,7 @@ from tensorflow.python.data.ops import dataset_ops
 from tensorflow.python.framework import ops
 from tensorflow.python.ops import gen_dataset_ops
 
-from vizdist.instrument.ids.codes import const_value, tensor_value
+from vizdist.instrument.core.codes import const_value, tensor_value
 
 __all__ = ["SEEDED_OPS", "random_in_function", "reshuffles", "seed_generator", "shared_shuffle"]
 

@@ -27,8 +27,7 @@ import sys
 import threading
 
 from vizdist._files import write_file
-
-WORKER_ID_FILE = "vizdist_worker_id"
+from vizdist.instrument.ids.own_service import WORKER_ID_FILE
 
 
 def main(argv: list[str] | None = None) -> int:
