@@ -17,7 +17,7 @@ PYTEST_PARALLEL ?= -n 2 --dist loadscope
 # (Keras 2) and TF 2.16 (Keras 3), each in a virtualenv of its own (.venv-tf2.15.1, ...) installed in one
 # pip call, which resolves numpy for that TF (a second call can pull numpy 2 over their numpy<2), with only
 # the test tools the smoke suite needs (the smoke extra: no nbval, JupyterLab or browser).
-# vizdist/instrument/versions.py's CI_TESTED and the README's table name the same versions.
+# vizdist/instrument/core/versions.py's CI_TESTED and the README's table name the same versions.
 OLD_TF ?= 2.15.1 2.16.2
 OLD_VENVS := $(OLD_TF:%=.venv-tf%)
 # The modules that hold smoke tests (only those are collected: the others may import tools the smoke extra lacks).

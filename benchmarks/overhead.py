@@ -45,7 +45,7 @@ pipeline's own work is not counted) about 48-55 us for a one-tensor element and
 90-100 us for a pair (tf.data packs the tuple and checks each tensor's spec in
 Python; a lone tensor skips that), and only about 10 us more for a third
 tensor; on Python 3.12, 47 / 76 / 89 us. vizdist carries its tag keyed,
-``{"tag": t, "value": v}`` (:func:`vizdist.instrument.ids.codes.keyed`: the same
+``{"tag": t, "value": v}`` (:func:`vizdist.instrument.core.codes.keyed`: the same
 tensors and graph), which TF packs without a ``Protocol`` check: about 73 us.
 That is why the tag costs most on the benchmark's one-tensor elements and why
 it is a per-step cost that a heavier step hides.
@@ -167,7 +167,7 @@ def _workload(tf: Any, strategy: Any, shape: Shape, folder: str) -> dict[str, An
         return int(t.meta["steps_run"])
 
     def tag_only() -> int:
-        from vizdist.instrument.ids.codes import keyed, untag
+        from vizdist.instrument.core.codes import keyed, untag
         from vizdist.instrument.ids.tagging import tag_dataset
 
         n = 0

@@ -16,6 +16,13 @@ trace's accessors (``vizdist/views.py``, pandas' ``PlotAccessor``), and the ``pl
 method. Only the modules :data:`LAZY_UP` names may, only lazily (in a function, or under ``if
 TYPE_CHECKING:``), so importing them loads no renderer; the scan sees each such arrow.
 
+At package level (the end of this file): the sub-packages of ``instrument/`` form layers of their own
+(:data:`INSTRUMENT_ORDER`, lowest first: ``tfapi``, ``core``, ``ids``, ``observe``, ``processes``, ``service``,
+``run``, ``strategies``, ``experiments``), and so do ``analysis/`` < ``checks/`` < ``diagnose.py`` <
+``trace_diff.py`` (:data:`ANALYSIS_ORDER`). A module imports only its own unit or a lower one, and no two
+packages import each other, directly or around a ring (a cycle of modules of different packages, which the
+module-level scan would not call a cycle).
+
 No module takes another module's private name (``from m import _x`` or ``m._x``): what two
 modules share is public in the lower one.
 """
@@ -69,7 +76,7 @@ def layer(module: str) -> str:
         return "instrument"
     if first == "render":
         return "render"
-    if first in ("analysis", "diagnose", "checks"):
+    if first in ("analysis", "diagnose", "checks", "trace_diff"):
         return "analysis"
     if first in ("trace", "contract", "errors", "_optional", "_version", "_files", "_loadcheck", "views", "accessor",
                  "_clip", "_storage", "_parts"):
@@ -184,7 +191,7 @@ def _vizdist_imports(module: str) -> set[str]:
 def test_the_scan_sees_every_kind_of_import():
     """The scanner itself: function-local and from-imports are found (so the rules below can fail)."""
     assert "vizdist.instrument.processes.cluster" in imports("vizdist.instrument.experiments.sharding")  # function-local import
-    assert "tensorflow" in imports("vizdist.instrument.devices")
+    assert "tensorflow" in imports("vizdist.instrument.core.devices")
     assert {"vizdist.trace", "vizdist.checks.finding"} <= imports("vizdist.checks.split")
 
 
@@ -300,3 +307,130 @@ def test_import_vizdist_loads_no_tensorflow_pandas_or_matplotlib():
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.strip() == "[]"
+
+
+# --- Package level: the sub-packages of instrument/, and analysis / checks / diagnose, in one declared order ---
+
+#: The sub-packages of ``vizdist/instrument/``, lowest first. A module imports only from its own sub-package or a
+#: lower one (function-local imports count). ``tfapi`` (every private TensorFlow/Keras name, behind one door; it
+#: imports nothing of vizdist but ``vizdist.errors``) is the lowest whether or not it exists yet; ``core`` holds
+#: what every other sub-package needs (the row builder, the id codes, the tf.data-service registry, the run
+#: engine, devices, storage, versions). ``vizdist.instrument`` itself (its ``__init__``) sits above them all.
+INSTRUMENT_ORDER = ("tfapi", "core", "ids", "observe", "processes", "service", "run", "strategies", "experiments")
+
+#: The analysis layer, lowest first: the analyses of a trace, the checks built on them, ``diagnose`` that runs the
+#: checks, and ``trace_diff`` that compares two runs' findings.
+ANALYSIS_ORDER = ("analysis", "checks", "diagnose", "trace_diff")
+
+#: What ``tfapi`` may import of vizdist beside its own modules (nothing else).
+TFAPI_ALLOWED = {"vizdist.errors"}
+
+
+def unit(module: str) -> str:
+    """The package-level unit of a vizdist module: ``instrument.<sub-package>``, else vizdist's top-level name.
+
+    Example: ``vizdist.instrument.run.reader`` -> ``instrument.run``, ``vizdist.checks.split`` -> ``checks``,
+    ``vizdist.diagnose`` -> ``diagnose``, ``vizdist.instrument`` -> ``instrument``.
+    """
+    parts = module.split(".")
+    if parts[1:2] == ["instrument"]:
+        return "instrument." + parts[2] if len(parts) > 2 else "instrument"
+    return parts[1] if len(parts) > 1 else "vizdist"
+
+
+def _rank(u: str) -> tuple[str, int] | None:
+    """(the ordered group, the position in it) of a unit, None for a unit no order ranks."""
+    if u.startswith("instrument."):
+        name = u.split(".", 1)[1]
+        return ("instrument", INSTRUMENT_ORDER.index(name) if name in INSTRUMENT_ORDER else -1)
+    if u == "instrument":
+        return ("instrument", len(INSTRUMENT_ORDER))
+    return ("analysis", ANALYSIS_ORDER.index(u)) if u in ANALYSIS_ORDER else None
+
+
+def upward_imports(module: str) -> list[str]:
+    """The vizdist modules ``module`` imports from a higher unit of its own ordered group."""
+    mine = _rank(unit(module))
+    if mine is None:
+        return []
+    return sorted(m for m in _vizdist_imports(module)
+                  if (theirs := _rank(unit(m))) is not None and theirs[0] == mine[0] and theirs[1] > mine[1])
+
+
+def test_every_instrument_module_is_in_a_declared_sub_package():
+    """A new sub-package (or a module left at the top of instrument/) must take its place in the order first."""
+    units = {unit(m) for m in MODULES if m.startswith("vizdist.instrument.")}
+    undeclared = sorted(u for u in units if u.split(".", 1)[1] not in INSTRUMENT_ORDER)
+    assert not undeclared, f"{undeclared}: add each to INSTRUMENT_ORDER (a sub-package) or move it into one"
+    assert {unit(m) for m in MODULES if layer(m) == "analysis"} <= set(ANALYSIS_ORDER)
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _rank(unit(m)) is not None))
+def test_sub_packages_import_only_downward(module):
+    bad = upward_imports(module)
+    assert not bad, (f"{module} ({unit(module)}) imports {bad} ({sorted({unit(m) for m in bad})}): a sub-package "
+                     f"imports only its own or lower ones; lowest first: {INSTRUMENT_ORDER} and {ANALYSIS_ORDER}")
+
+
+def tfapi_violations(module: str) -> list[str]:
+    """What a module of ``tfapi`` imports of vizdist beyond itself and :data:`TFAPI_ALLOWED`."""
+    return sorted(m for m in _vizdist_imports(module) if m not in TFAPI_ALLOWED and unit(m) != "instrument.tfapi")
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if unit(m) == "instrument.tfapi"))
+def test_tfapi_imports_only_errors(module):
+    bad = tfapi_violations(module)
+    assert not bad, f"{module} imports {bad}: the TF adapter imports nothing of vizdist but itself and {TFAPI_ALLOWED}"
+
+
+def _package_cycles() -> list[list[str]]:
+    """Rings of units (sub-packages, top-level modules) that import each other, directly or around a ring.
+
+    The same graph as :func:`_cycles`, each module replaced by its unit: two modules of two packages that
+    never import each other's importers still make a package cycle.
+    """
+    graph: dict[str, set[str]] = {}
+    for m in MODULES:
+        found = imports_at_load(m) if m in LAZY_UP else _vizdist_imports(m)
+        graph.setdefault(unit(m), set()).update(unit(i) for i in found if i in MODULES and unit(i) != unit(m))
+    return _strongly_connected(graph)
+
+
+def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (by reachability; the graph is small)."""
+    def reach(start: str) -> set[str]:
+        seen, todo = set(), [start]
+        while todo:
+            for nxt in graph.get(todo.pop(), ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return seen
+
+    reached = {u: reach(u) for u in graph}
+    rings = {frozenset({u} | {v for v in reached[u] if u in reached.get(v, set())}) for u in graph}
+    return sorted(sorted(r) for r in rings if len(r) > 1)
+
+
+def test_no_package_cycles():
+    cycles = _package_cycles()
+    assert not cycles, f"packages that import each other (directly or in a ring): {cycles}"
+
+
+def test_the_package_scan_sees_an_upward_import_and_a_package_cycle(tmp_path, monkeypatch):
+    """The scanner itself: a planted upward import (core -> run, checks -> diagnose) is seen, and makes a ring;
+    a planted import of the trace in ``tfapi`` is seen."""
+    (tmp_path / "probe.py").write_text("def f():\n    from vizdist.instrument.run import user_run\n", encoding="utf-8")
+    (tmp_path / "check_probe.py").write_text("from vizdist.diagnose import diagnose\n", encoding="utf-8")
+    monkeypatch.setitem(MODULES, "vizdist.instrument.core.probe", tmp_path / "probe.py")
+    monkeypatch.setitem(MODULES, "vizdist.checks.probe", tmp_path / "check_probe.py")
+    assert upward_imports("vizdist.instrument.core.probe") == ["vizdist.instrument.run.user_run"]
+    assert upward_imports("vizdist.checks.probe") == ["vizdist.diagnose"]
+    cycles = _package_cycles()
+    assert any({"instrument.core", "instrument.run"} <= set(c) for c in cycles), cycles
+    assert any({"checks", "diagnose"} <= set(c) for c in cycles), cycles
+    assert _strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    (tmp_path / "tf_probe.py").write_text("from vizdist import errors, trace\nfrom vizdist.instrument.tfapi import x\n",
+                                          encoding="utf-8")
+    monkeypatch.setitem(MODULES, "vizdist.instrument.tfapi.probe", tmp_path / "tf_probe.py")
+    assert tfapi_violations("vizdist.instrument.tfapi.probe") == ["vizdist.trace"]

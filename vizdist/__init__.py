@@ -39,7 +39,7 @@ _LAZY = {
     "RecordingWarning": "vizdist.errors",
     "IsolationError": "vizdist.errors",
     # instruments (run TensorFlow)
-    "virtual_devices": "vizdist.instrument.devices",
+    "virtual_devices": "vizdist.instrument.core.devices",
     "record": "vizdist.instrument.run.user_run",
     "trace_distribution": "vizdist.instrument.run.distribution",
     "trace_tf1": "vizdist.instrument.run.legacy",
@@ -54,7 +54,7 @@ _LAZY = {
     "trace_reduction": "vizdist.instrument.strategies.reduction",
     "trace_loss_scaling": "vizdist.instrument.strategies.reduction",
     # analysis (no TensorFlow, no renderer)
-    "diff": "vizdist.analysis.diff",
+    "diff": "vizdist.trace_diff",
     "topology": "vizdist.analysis.topology",
     # tables and teaching widgets
     "loss_table": "vizdist.render.reduction",
@@ -98,7 +98,7 @@ _GONE = {
     "plot_shard_policies": "comparison.plot(...), comparison = vizdist.compare_shard_policies(...)",
     "Explorer": "vizdist.render.explorer.Explorer (trace.show() returns one)",
     "ShardComparison": "vizdist.analysis.sharding.ShardComparison (compare_shard_policies returns one)",
-    "TraceDiff": "vizdist.analysis.diff.TraceDiff (vizdist.diff returns one)",
+    "TraceDiff": "vizdist.trace_diff.TraceDiff (vizdist.diff returns one)",
     "Topology": "vizdist.analysis.topology.Topology (vizdist.topology returns one)",
     "Recording": "vizdist.instrument.run.user_run.Recording (vizdist.record() returns one)",
     "Predict": "vizdist.render.predict.Predict (the predict_* functions return one)",
@@ -120,7 +120,7 @@ def __getattr__(name: str) -> Any:
     if module.startswith("vizdist.instrument.") or module == "vizdist.experiments":
         # Before anything that runs TensorFlow is imported: an unsupported TF is refused (or warned about) here,
         # with what to install, not by an error from deep inside vizdist.
-        from vizdist.instrument.versions import require_supported_tensorflow
+        from vizdist.instrument.core.versions import require_supported_tensorflow
 
         require_supported_tensorflow(stacklevel=3)
     value = getattr(importlib.import_module(module), name)

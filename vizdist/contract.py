@@ -189,7 +189,7 @@ Placement keys (``distribution`` / ``multi_worker``; written only when asked,
   ``run``, ``error``, ``first_step`` and ``first_dataset`` (where its steps and datasets begin).
 - ``distributed_values`` (list of :class:`DistributedValuesMeta`):
   ``vizdist.trace_distribution`` given a ``DistributedValues``
-  (:func:`vizdist.instrument.strategies.values.trace_values`): each component's ``replica``, ``device``, ``value``.
+  (:func:`vizdist.instrument.observe.values.trace_values`): each component's ``replica``, ``device``, ``value``.
 
 ``parameter_server`` keys (:class:`ParameterServerMeta`):
 ``num_ps`` (int or null), ``steps_requested`` (int: closures asked for),

@@ -170,25 +170,28 @@ def _load_types(name: str) -> dict[str, tuple[str, bool]]:
 def _normalize(name: str, df: pd.DataFrame | None) -> pd.DataFrame:
     """Return ``df`` with every schema column present and of its dtype.
 
-    Raises :class:`TraceFormatError` naming the table and column when a
-    column is duplicated or cannot hold its schema type.
+    The columns are gathered and the frame built once (a column inserted at a time re-blocks the frame each
+    time: the live explorer builds a small trace every half second). Raises :class:`TraceFormatError` naming
+    the table and column when a column is duplicated or cannot hold its schema type.
     """
     schema = SCHEMA[name]
-    df = pd.DataFrame() if df is None else df.copy(deep=False)  # copy-on-write: columns are not copied
-    df = df.reset_index(drop=True)
+    df = pd.DataFrame() if df is None else df.reset_index(drop=True)  # copy-on-write: columns are not copied
     dup = sorted({str(c) for c in df.columns[df.columns.duplicated()]})
     if dup:
         raise TraceFormatError(f"table {name!r} has duplicate columns {dup}")
+    n, extra = len(df), EXTRA_COLUMNS[name]
+    columns: dict[str, pd.Series] = {}
     for col, (dtype, default) in schema.items():
-        if col not in df.columns:
-            df[col] = pd.Series([default] * len(df), dtype=dtype)
+        columns[col] = (_coerced(name, df[col], dtype, default) if col in df.columns
+                        else pd.Series([default] * n, dtype=dtype))
+    for col in df.columns:
+        if col in schema:
             continue
-        _coerce(name, df, col, dtype, default)
-    for col, (dtype, default) in EXTRA_COLUMNS[name].items():
-        if col in df.columns and (df[col].isna().any() or not _fits(df[col], dtype)):
-            _coerce(name, df, col, dtype, default)  # a merge of shards without it left nulls
-    ordered = list(schema) + [c for c in df.columns if c not in schema]
-    return df[ordered]
+        series = df[col]
+        if col in extra and (series.isna().any() or not _fits(series, extra[col][0])):
+            series = _coerced(name, series, *extra[col])  # a merge of shards without it left nulls
+        columns[col] = series
+    return pd.DataFrame(columns, index=pd.RangeIndex(n))
 
 
 def _fits(series: pd.Series, dtype: str) -> bool:
@@ -199,20 +202,21 @@ def _fits(series: pd.Series, dtype: str) -> bool:
     return str(series.dtype) == dtype or (dtype == "int64" and series.dtype.kind == "i")
 
 
-def _coerce(name: str, df: pd.DataFrame, col: str, dtype: str, default: Any) -> None:
-    """Make ``df[col]`` hold ``dtype`` values, nulls as ``default``."""
-    series = df[col]
+def _coerced(name: str, series: pd.Series, dtype: str, default: Any) -> pd.Series:
+    """``series`` as ``dtype`` values, nulls as ``default`` (itself when it holds them already)."""
+    col = series.name
     if dtype == "str" and _is_text_categorical(series):
         if series.isna().any():  # categorical text stays categorical (few strings, many rows)
             cats = series.cat.categories
-            df[col] = (series if default in cats else series.cat.add_categories([default])).fillna(default)
-        return
+            return (series if default in cats else series.cat.add_categories([default])).fillna(default)
+        return series
+    if str(series.dtype) == ("bool" if dtype == "bool" else dtype) and not series.isna().any():
+        return series
     series = series.fillna(default)
     try:
         if dtype == "str":
-            df[col] = series.astype(str).astype("str")
-        else:
-            df[col] = series.astype(bool if dtype == "bool" else dtype)
+            return series.astype(str).astype("str")
+        return series.astype(bool if dtype == "bool" else dtype)
     except (TypeError, ValueError, OverflowError) as exc:
         raise TraceFormatError(
             f"table {name!r} column {col!r} must hold {dtype} values ({type(exc).__name__}: {exc})"

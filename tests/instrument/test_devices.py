@@ -53,8 +53,8 @@ def test_importing_vizdist_patches_nothing_in_tensorflow_until_asked():
     import subprocess
     import sys
 
-    code = ("import vizdist.instrument.run.distribution, vizdist.instrument.devices\n"
-            "from vizdist.instrument.service import registry\n"
+    code = ("import vizdist.instrument.run.distribution, vizdist.instrument.core.devices\n"
+            "from vizdist.instrument.core import service_registry as registry\n"
             "before = registry.installed()\n"
             "import vizdist; vizdist.virtual_devices(2)\n"
             "print(before, registry.installed())")

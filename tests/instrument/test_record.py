@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import vizdist.instrument.run.rows as record
-from vizdist.instrument.run.rows import Recorder, mark_partial, partial_flags, strategy_name, task_number
+import vizdist.instrument.core.rows as record
+from vizdist.instrument.core.rows import Recorder, mark_partial, partial_flags, strategy_name, task_number
 from vizdist.trace import Trace
 
 
@@ -43,7 +43,7 @@ def test_strategy_name_is_the_name_tf_exports(tf, mirrored):
 
 
 def test_chunked_decoding_equals_decoding_everything_at_once(tf, monkeypatch):
-    from vizdist.instrument.ids.codes import decode_tags
+    from vizdist.instrument.core.codes import decode_tags
     from vizdist.instrument.ids.tagging import tag_dataset
 
     tagged = tag_dataset(tf.data.Dataset.range(50).batch(7))

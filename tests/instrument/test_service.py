@@ -472,7 +472,7 @@ def test_own_pipeline_on_a_plain_tf_service_says_the_worker_is_unknown(tf, plain
 
 
 def test_own_service_read_vizdist_did_not_see_is_labelled_positional(tf, plain, mirrored):
-    from vizdist.instrument.service import registry
+    from vizdist.instrument.core import service_registry as registry
 
     svc = tf.data.experimental.service
     registry.uninstall()

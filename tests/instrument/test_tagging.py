@@ -167,7 +167,7 @@ def test_shuffle_without_seed_under_global_seed_keeps_order(tf, strategies):
 
 
 def test_file_tags_keep_tf_file_order_and_lines(tf, tmp_path):
-    from vizdist.instrument.ids.codes import decode_tags
+    from vizdist.instrument.core.codes import decode_tags
     from vizdist.instrument.ids.tagging import tag_dataset
 
     files = []
@@ -244,7 +244,7 @@ def test_file_ids_by_hash_bucket_decode_to_the_files_that_hash_there(tf):
     """Where the list of files could not be read up front, a file id is TF's 24-bit hash bucket of its
     name; decoding names each listed file by its bucket (plain TF's to_hash_bucket_fast) and labels a
     bucket no listed file hashes to."""
-    from vizdist.instrument.ids.codes import FILE_UNKNOWN, LINE_BITS, decode_tags
+    from vizdist.instrument.core.codes import FILE_UNKNOWN, LINE_BITS, decode_tags
 
     files = ["/data/a.txt", "/data/b.txt"]
     buckets = [int(b) for b in tf.strings.to_hash_bucket_fast(files, FILE_UNKNOWN).numpy()]
@@ -295,7 +295,7 @@ def test_repeat_ids_tell_epochs_apart(tf, strategies):
 
 def test_keyed_elements_are_the_pairs_tensor_for_tensor(tf):
     """keyed() nests the pair as a dict over the same dataset: every tensor as plain TF yields it."""
-    from vizdist.instrument.ids.codes import keyed, untag
+    from vizdist.instrument.core.codes import keyed, untag
 
     pairs = tf.data.Dataset.range(6).map(
         lambda x: (x + 100, {"z": tf.strings.as_string(x), "a": (x * 2, tf.cast(x, tf.float32))})).batch(4)
@@ -327,7 +327,7 @@ def test_an_interleave_in_no_fixed_order_is_rebuilt_in_no_fixed_order(tf):
 
 def test_decode_tags_reads_one_source_or_several_alike():
     """One source present takes decode's fast path (no per-element mask); the answer is the same."""
-    from vizdist.instrument.ids.codes import SOURCE_SHIFT, decode_tags
+    from vizdist.instrument.core.codes import SOURCE_SHIFT, decode_tags
 
     info = {"sources": [{"index": 0, "kind": "range", "id_is": "value", "id_bits": 8},
                         {"index": 1, "kind": "range", "id_is": "value", "id_bits": 8}]}

@@ -233,6 +233,32 @@ def test_next_on_an_iterator_inside_a_tf_function(tf, mirrored):
     assert len(rec.trace.batches["step"].unique()) == 4 and rec.trace.batches["epoch"].max() == 0
 
 
+@pytest.mark.parametrize("as_text", [False, True], ids=["ints", "strings"])
+def test_eager_and_graph_steps_are_read_by_one_reader(tf, mirrored, as_text):
+    """A loop run eagerly and the same loop inside a ``tf.function`` record the same rows (one ``StepReader``):
+    what plain TF hands each replica (``experimental_local_results`` of each step, read here without vizdist)."""
+    ds = tf.data.Dataset.range(10)
+    ds = (ds.map(lambda i: tf.strings.as_string(i)) if as_text else ds).batch(4)
+    plain = [[[int(v) for v in r.numpy()] for r in mirrored.experimental_local_results(x)]
+             for x in mirrored.experimental_distribute_dataset(ds)]
+
+    @tf.function
+    def graph_loop(dist):
+        n = tf.constant(0, tf.int64)
+        for _ in dist:
+            n += 1
+        return n
+
+    with vizdist.record() as eager:
+        for _ in mirrored.experimental_distribute_dataset(ds):
+            pass
+    with vizdist.record() as graph:
+        graph_loop(mirrored.experimental_distribute_dataset(ds))
+    assert _recorded_steps(eager.trace, "loop", 4) == plain == _recorded_steps(graph.trace, "loop", 4)
+    cols = ["step", "replica", "device", "replica_device", "n_elements", "shape", "dtype"]
+    assert eager.trace.batches[cols].equals(graph.trace.batches[cols])
+
+
 def test_eager_loops_see_the_plain_values_and_specs(tf, mirrored):
     ds = tf.data.Dataset.range(10).map(lambda v: v * 10).batch(4)
     plain = mirrored.experimental_distribute_dataset(ds)

@@ -1,6 +1,6 @@
 """The TensorFlow versions vizdist supports: the check, what it says, and the files that declare the range.
 
-The range and the versions CI runs are declared once, in :mod:`vizdist.instrument.versions`; pyproject's
+The range and the versions CI runs are declared once, in :mod:`vizdist.instrument.core.versions`; pyproject's
 extras, environment.yml, the Makefile's smoke virtualenvs and the README's table must say the same.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from vizdist.instrument.versions import (
+from vizdist.instrument.core.versions import (
     CI_TESTED,
     NEWEST,
     OLDEST,
@@ -104,7 +104,7 @@ def _fresh(code: str) -> list[str]:
 def test_the_version_read_without_importing_tensorflow_is_the_one_it_reports():
     """Before TensorFlow is imported, the check reads pip's metadata: the same version TF then reports."""
     lines = _fresh("import sys\n"
-                   "from vizdist.instrument.versions import installed_tensorflow_version\n"
+                   "from vizdist.instrument.core.versions import installed_tensorflow_version\n"
                    "before = installed_tensorflow_version()\n"
                    "print('tensorflow' in sys.modules)\n"
                    "import tensorflow as tf\n"

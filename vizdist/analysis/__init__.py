@@ -10,8 +10,10 @@ Modules here import only ``vizdist.trace`` / ``vizdist.contract`` /
 ``vizdist.instrument``, and ``vizdist.render`` only lazily, inside the methods
 by which a result draws itself (``ShardComparison.plot()``, ``Topology.plot()``,
 ``.show()``, ``_repr_*_``; ``tests/test_layers.py``'s ``LAZY_UP``).
-``vizdist/diagnose.py`` and ``vizdist/checks/`` belong to this layer too (they
-stay where they are).
+``vizdist/diagnose.py``, ``vizdist/checks/`` and ``vizdist/trace_diff.py`` belong to this layer too, in
+one declared order, lowest first (``tests/test_layers.py``'s ``ANALYSIS_ORDER``; no upward import, no cycle):
+this package (what a trace means) < ``checks/`` (findings, built on it) < ``diagnose.py`` (runs the checks)
+< ``trace_diff.py`` (two runs compared, their findings too).
 
 - :mod:`vizdist.analysis.sharding`: :class:`~vizdist.analysis.sharding.ShardComparison`.
 - :mod:`vizdist.analysis.timeline`: :func:`~vizdist.analysis.timeline.overlap_summary` and the other

@@ -3,7 +3,8 @@
 ``rec.show()`` hands :func:`show_live` the block's *feed*, a function ``feed(after, max_steps)`` that
 returns a small trace of the newest steps after step ``after`` (or None) and the block's status
 (``{"steps": int, "ended": bool, "error": str | None}``). A thread of the explorer asks the feed for new
-steps every ``interval`` seconds and, when there are some, lays out only those (never the whole trace:
+steps every ``interval`` seconds (up to a second when a refresh costs more than :data:`MAX_CORE_SHARE` of a
+core over that time: a refresh costs about 5-10 ms on a quiet machine) and, when there are some, lays out only those (never the whole trace:
 it stays cheap at millions of steps), keeps the newest ``window`` of them, and shows the newest one: one
 card per replica with its device and the element ids it got, the step's phase and epoch. The widget's
 state messages go to the browser from that thread while your cell (``fit``) runs; nothing is printed,
@@ -36,15 +37,31 @@ from vizdist.render.html import cell_html
 from vizdist.render.layout import split_layout
 from vizdist.trace import Trace
 
-__all__ = ["Feed", "LiveExplorer", "show_live"]
+__all__ = ["MAX_CORE_SHARE", "MAX_WAIT_S", "Feed", "LiveExplorer", "next_wait", "show_live"]
 
 if TYPE_CHECKING:  # mypy reads the base classes from the package itself
     import ipywidgets as widgets
 else:
     widgets = require("ipywidgets", pip="ipywidgets", conda="ipywidgets")
 
+#: The share of one core the explorer's thread aims to take: after a refresh that cost ``c`` CPU seconds it
+#: waits ``c / MAX_CORE_SHARE`` before the next, at least its ``interval`` and at most :data:`MAX_WAIT_S`
+#: (a new step shows within about a second however loaded the machine).
+MAX_CORE_SHARE = 0.01
+MAX_WAIT_S = 1.0
+
 #: ``feed(after, max_steps) -> (trace of the newest steps after ``after``, or None; status)``.
 Feed = Callable[[int, int], "tuple[Trace | None, dict[str, Any]]"]
+
+
+def next_wait(cost_s: float, interval: float) -> float:
+    """Seconds to wait after a refresh that cost ``cost_s`` CPU seconds (see :data:`MAX_CORE_SHARE`).
+
+    Example:
+        >>> next_wait(0.002, 0.5), next_wait(0.008, 0.5), next_wait(0.05, 0.5), next_wait(0.05, 2.0)
+        (0.5, 0.8, 1.0, 2.0)
+    """
+    return min(max(interval, cost_s / MAX_CORE_SHARE), max(interval, MAX_WAIT_S))
 
 
 class LiveExplorer(widgets.VBox):  # type: ignore[misc]  # the base class comes from a package without types (Any)
@@ -121,7 +138,9 @@ class LiveExplorer(widgets.VBox):  # type: ignore[misc]  # the base class comes 
         self._last = max(self._last, *self._steps)
 
     def _follow(self) -> None:
-        while not self._stop.wait(self._interval):
+        wait = self._interval
+        while not self._stop.wait(wait):
+            spent = self.cpu_s
             try:
                 if self.refresh():
                     return
@@ -129,6 +148,7 @@ class LiveExplorer(widgets.VBox):  # type: ignore[misc]  # the base class comes 
                 self.status.value = (f'<span class="vizdist-live-status" data-error="1">the live view stopped: '
                                      f'{escape(type(exc).__name__)}: {escape(str(exc)[:300])}</span>')
                 return
+            wait = next_wait(self.cpu_s - spent, self._interval)
 
     def close(self) -> None:
         """Stop following (the thread ends at its next wake) and close the widgets."""

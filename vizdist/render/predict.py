@@ -33,8 +33,8 @@ import pandas as pd
 
 from vizdist._clip import clip
 from vizdist._optional import require
-from vizdist.analysis.diff import unfinished_run
 from vizdist.trace import Trace
+from vizdist.trace_diff import unfinished_run
 
 __all__ = ["Predict", "Reveal", "arrivals", "elements_per_replica", "predict_arrivals", "predict_files",
            "predict_split", "workers_per_file"]

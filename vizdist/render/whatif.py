@@ -36,13 +36,13 @@ from typing import TYPE_CHECKING, Any
 
 from vizdist._clip import clip
 from vizdist._optional import require
-from vizdist.analysis.diff import TraceDiff, diff, unfinished_run
 from vizdist.analysis.whatif import Experiment, Knob
 from vizdist.diagnose import diagnose
 from vizdist.render.explorer import split_text
 from vizdist.render.html import findings_html, split_html
 from vizdist.render.layout import split_layout
 from vizdist.trace import Trace
+from vizdist.trace_diff import TraceDiff, diff, unfinished_run
 
 __all__ = ["Knob", "WhatIf", "changes_text", "knob_control", "marked_cells", "timing_html"]
 
@@ -165,7 +165,7 @@ class WhatIf(widgets.VBox):  # type: ignore[misc]  # the base class comes from a
 
     Attributes:
         trace: the last run's trace; ``previous`` the one before; ``last_diff`` their
-            :class:`~vizdist.analysis.diff.TraceDiff`; ``runs`` how many runs so far;
+            :class:`~vizdist.trace_diff.TraceDiff`; ``runs`` how many runs so far;
             ``seconds`` how long the last knob move took, from the change to the redrawn picture.
     """
 

@@ -159,7 +159,7 @@ def _record_policies(
     ``partial`` is left to :func:`compare_shard_policies`, which sees every
     worker's rows (a step is partial only when its global batch is short).
     """
-    from vizdist.instrument.run.rows import Recorder, replica_devices, worker_position
+    from vizdist.instrument.core.rows import Recorder, replica_devices, worker_position
 
     strategy = ctx.multi_worker_strategy()
     worker, offset = worker_position(strategy)
@@ -192,7 +192,7 @@ def _record_policy(strategy: Any, rec: Any, offset: int, policy: str, *, files: 
     """Distribute the pipeline under ``policy`` and add every (step, replica) to ``rec``; return its ops."""
     import tensorflow as tf
 
-    from vizdist.instrument.ids.codes import decode_tags
+    from vizdist.instrument.core.codes import decode_tags
     from vizdist.instrument.ids.tagging import tag_dataset
 
     ds = dataset_fn(list(files)) if dataset_fn is not None else tf.data.TextLineDataset(list(files))
@@ -420,7 +420,7 @@ def _run_group(group: list[str], cluster_kw: dict[str, Any], kwargs: dict[str, A
 def _policy_trace(merged: Trace, policy: str, *, files: list[str], workers: int, global_batch_size: int,
                   logs: dict[str, list[str]], note: str | None) -> tuple[Trace, dict[str, str]]:
     """One policy's rows of the merged run as its own trace, and each worker's error under it."""
-    from vizdist.instrument.run.rows import mark_partial
+    from vizdist.instrument.core.rows import mark_partial
 
     shard_meta: Sequence[Mapping[str, Any]] = merged.meta.get("shards", [merged.meta])  # each worker's
     errs = {m.get("task", "?"): f"{m['errors'][policy]['type']}: {m['errors'][policy]['message']}"

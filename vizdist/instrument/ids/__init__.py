@@ -1,1 +1,7 @@
-"""The id carrier: how each element's source id is attached to it (``tagging.py``) and found again (``map_failure.py``)."""
+"""The id carrier (above ``core/``): how each element's source id is attached to it and found again.
+
+``tagging.py`` (the write side) attaches each element's id and carries it through ``map``, ``batch``, files and
+the tf.data service (the tag's layout is ``core/codes.py``); ``own_service.py`` rebuilds your own tf.data service
+pipeline tagged and re-reads it with your read's arguments; ``random_state.py`` keeps random ops' state;
+``map_failure.py`` finds the element a function raised on. Imports ``core/`` only.
+"""

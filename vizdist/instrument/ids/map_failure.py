@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from vizdist.instrument.ids.codes import LINE_BITS, SOURCE_SHIFT, decode_tags
+from vizdist.instrument.core.codes import LINE_BITS, SOURCE_SHIFT, decode_tags
 from vizdist.instrument.ids.tagging import Builder, apply_fn, file_index_fn, is_generator, py_call
 from vizdist.instrument.tfapi import datasets as tfd
 from vizdist.instrument.tfapi import runtime

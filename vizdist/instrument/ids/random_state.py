@@ -33,7 +33,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from vizdist.instrument.ids.codes import const_value, tensor_value
+from vizdist.instrument.core.codes import const_value, tensor_value
 from vizdist.instrument.tfapi import datasets as tfd
 from vizdist.instrument.tfapi import runtime
 

@@ -28,7 +28,7 @@ How a tag is made (``tag = source << 56 | local``):
   files never share an id however many there are.
 
 Tag layout (one int64, ``source << 56 | local``; its constants and the reading back are in
-:mod:`vizdist.instrument.ids.codes`): the low ``id_bits`` of ``local`` are the id;
+:mod:`vizdist.instrument.core.codes`): the low ``id_bits`` of ``local`` are the id;
 above them, per source, ``parts`` (the position of an output inside the dataset a
 ``flat_map``/``interleave`` function returned, decoded as ``source_line``) and one field per
 ``repeat`` holding the epoch (which repetition; ``scan`` over the position after ``repeat``, exact
@@ -37,8 +37,8 @@ whenever one pass has a known length), and, through a tf.data service read, ``se
 :func:`decode_tags` reads it back with numpy.
 
 A read from the tf.data service (``distribute``, ``from_dataset_id``) keeps the real id too: the
-dataset it serves (recorded by :mod:`vizdist.instrument.service.registry`) is tagged, registered with
-the same dispatcher and read with the same arguments (:mod:`vizdist.instrument.service.own`).
+dataset it serves (recorded by :mod:`vizdist.instrument.core.service_registry`) is tagged, registered with
+the same dispatcher and read with the same arguments (:mod:`vizdist.instrument.ids.own_service`).
 
 Every transformation of the ``tf.data.Dataset`` API keeps the real id
 (see the README's generated table and ``tests/instrument/test_transformations.py``), except:
@@ -64,8 +64,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from vizdist.instrument.ids import random_state
-from vizdist.instrument.ids.codes import (
+from vizdist.instrument.core import service_registry
+from vizdist.instrument.core.codes import (
     FILE_UNKNOWN,
     FINGERPRINT_BUCKETS,
     LINE_BITS,
@@ -73,8 +73,8 @@ from vizdist.instrument.ids.codes import (
     const_value,
     tensor_value,
 )
-from vizdist.instrument.service import own as service_own
-from vizdist.instrument.service import registry as service_registry
+from vizdist.instrument.ids import own_service as service_own
+from vizdist.instrument.ids import random_state
 from vizdist.instrument.tfapi import datasets as tfd
 
 # decode_tags, keyed, untag, values_are_ids and the layout's constants live in .codes (the read side)
@@ -676,7 +676,7 @@ class Builder:
 
     def _service(self, ds: Any) -> tf.data.Dataset:
         """A read from the tf.data service: the dataset it serves, tagged, registered and read the same way
-        (:mod:`vizdist.instrument.service.own`); numbered by position, and labelled, where that cannot be."""
+        (:mod:`vizdist.instrument.ids.own_service`); numbered by position, and labelled, where that cannot be."""
         read, entry = service_registry.read_of(ds), service_own.describe(ds)
         self.services.append(entry)
         if read is None or read.registration is None:

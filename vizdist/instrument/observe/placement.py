@@ -35,7 +35,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vizdist.instrument.run.engine import Observer
+from vizdist.instrument.core.engine import Observer
 from vizdist.instrument.tfapi import runtime
 
 __all__ = ["MODES", "STAGES", "OpRun", "PlacementObserver", "PlacementRecorder", "explain_placement_error",

@@ -44,8 +44,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from vizdist.instrument.core.engine import Observer
 from vizdist.instrument.observe.xplane import PROFILE_ELEMENTS, PROFILE_STEPS, XPlaneCapture, xplane_capture
-from vizdist.instrument.run.engine import Observer
 from vizdist.trace import EXTRA_COLUMNS
 
 __all__ = ["STAGES", "TimingObserver", "TimingRecorder", "attach_step_elements", "timing_events"]

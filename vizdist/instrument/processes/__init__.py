@@ -1,1 +1,7 @@
-"""The processes vizdist starts: the supervisor, ``LocalCluster`` and its workers, the job-folder protocol, shard files."""
+"""Every process vizdist starts (above ``observe/``).
+
+``supervisor.py`` starts, watches and always cleans up every child; ``cluster.py`` is ``LocalCluster`` (and
+``_worker_main.py`` one of its tasks); ``jobfiles.py`` spells once each file a launcher and its children
+exchange, and ``documents.py`` types the JSON ones (``RunSpec``, ``TaskResult``, ``TaskError``, ``Stopped``:
+checked on read); ``shards.py`` writes and reads one worker's shard of a trace. Imports ``core/`` and ``observe/``.
+"""

@@ -27,29 +27,24 @@ import json
 import os
 import sys
 import time
-import traceback
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from vizdist._files import write_file
+from vizdist.instrument.core import service_registry as registry
+from vizdist.instrument.core.rows import task_number
 from vizdist.instrument.observe.topology import write_listen_file
 from vizdist.instrument.processes import jobfiles
 from vizdist.instrument.processes.cluster import USER_TASK_MODES, WorkerContext
+from vizdist.instrument.processes.documents import RunSpec, TaskError, TaskResult
 from vizdist.instrument.processes.shards import stamp, task_from_tf_config
 from vizdist.instrument.processes.supervisor import POLL_S, report, set_task_deadline
-from vizdist.instrument.run.rows import task_number
-from vizdist.instrument.service import registry
 from vizdist.trace import Trace
 
 
-def _write_json(path: Path, doc: Any) -> None:
-    write_file(path, json.dumps(doc, default=str))
-
-
-def _check_layout(spec: Mapping[str, Any]) -> None:
+def _check_layout(spec: RunSpec) -> None:
     _, _, cluster = task_from_tf_config()
-    expected = {k: int(v) for k, v in spec["layout"].items() if int(v) > 0}
+    expected = {k: v for k, v in spec.layout.items() if v > 0}
     got = {k: len(v) for k, v in cluster.items()}
     if got != expected:
         raise ValueError(f"TF_CONFIG lists tasks {got} but the cluster was asked for {expected}.")
@@ -67,17 +62,18 @@ def _wait_for_job(job: Path, timeout: float) -> Any:
     return cloudpickle.loads(job_file.read_bytes())
 
 
-def run_task(ctx: WorkerContext, job: Path, spec: Mapping[str, Any]) -> Any:
+def run_task(ctx: WorkerContext, job: Path, spec: RunSpec) -> TaskResult | None:
     """Body of a cluster process: serve, or run the user's callable and save what it returns."""
     import tensorflow as tf  # noqa: F401  (import before the job arrives: start-up cost)
 
     _check_layout(spec)
-    mode = spec["mode"]
+    mode = spec.mode
     if ctx.task_type not in USER_TASK_MODES[mode]:
-        return serve(ctx)
+        serve(ctx)
+        return None
     registry.install()  # the user's function may build a tf.data service pipeline: trace it with real ids
     report("ready")
-    fn, args, kwargs = _wait_for_job(job, float(spec["timeout"]))
+    fn, args, kwargs = _wait_for_job(job, spec.timeout)
     report("running")
     result = fn(ctx, *args, **kwargs)
     write_listen_file(job, ctx.task)  # what its TF server (if fn started one) listens on and connected to
@@ -92,7 +88,7 @@ def run_task(ctx: WorkerContext, job: Path, spec: Mapping[str, Any]) -> Any:
             f"the callable returned a {type(result).__name__}, which is neither a vizdist.Trace nor "
             "JSON-able. Return a Trace (for example from vizdist.trace_distribution) or plain data."
         ) from None
-    return {"value": result}
+    return TaskResult(value=result)
 
 
 def serve(ctx: WorkerContext) -> None:
@@ -109,17 +105,12 @@ def serve(ctx: WorkerContext) -> None:
 
 
 def _report_error(job: Path, task: str, exc: BaseException) -> None:
-    partial = getattr(exc, "partial_trace", None)
-    doc: dict[str, Any] = {
-        "task": task, "type": type(exc).__name__, "message": str(exc), "traceback": traceback.format_exc(),
-    }
-    if partial is not None and hasattr(partial, "to_dict"):
-        doc["partial_trace"] = partial.to_dict()
+    doc = TaskError.of(exc, task=task)
     try:
-        _write_json(jobfiles.ERROR.path(job, task), doc)
+        write_file(jobfiles.ERROR.path(job, task), doc.to_json())
         report("failed")
     finally:
-        sys.stderr.write(doc["traceback"])
+        sys.stderr.write(doc.traceback)
         sys.stderr.flush()
 
 
@@ -127,18 +118,17 @@ def main(argv: list[str]) -> int:
     """Run task ``argv = [JOB_DIR, TASK_TYPE, TASK_INDEX]``; 0 on success, 1 on error."""
     job = Path(argv[0])
     task_type, task_index = argv[1], int(argv[2])
-    spec = json.loads((job / jobfiles.SPEC).read_text(encoding="utf-8"))
     report("starting")
     try:
+        spec = RunSpec.from_json((job / jobfiles.SPEC).read_text(encoding="utf-8"), source=str(job / jobfiles.SPEC))
         ctx = WorkerContext(
-            task_type=task_type, task_index=task_index, num_workers=int(spec["workers"]),
-            num_ps=int(spec["ps"]), collective_timeout=float(spec["collective_timeout"]), job_dir=str(job),
-            deadline=float(spec.get("deadline", 0.0)),
+            task_type=task_type, task_index=task_index, num_workers=spec.workers, num_ps=spec.ps,
+            collective_timeout=spec.collective_timeout, job_dir=str(job), deadline=spec.deadline,
         )
         set_task_deadline(ctx.deadline)  # bounded runs in this task end before the launcher stops it
         result = run_task(ctx, job, spec)
         if result is not None:
-            _write_json(jobfiles.RESULT.path(job, ctx.task), result)
+            write_file(jobfiles.RESULT.path(job, ctx.task), result.to_json())
         report("done")
         return 0
     except BaseException as exc:  # report everything, including SystemExit from user code

@@ -50,6 +50,7 @@ from vizdist._files import write_file
 from vizdist.errors import IsolationError, TracingError
 from vizdist.instrument.observe.topology import network_meta, read_listen_files, sockets
 from vizdist.instrument.processes import jobfiles
+from vizdist.instrument.processes.documents import RunSpec, Stopped, TaskError, TaskResult
 from vizdist.instrument.processes.shards import (  # noqa: F401  (moved; re-exported for old imports)
     TASK_TYPES,
     record_worker_shard,
@@ -139,8 +140,7 @@ class WorkerContext:
             if time.monotonic() > end:
                 raise TimeoutError(f"the launcher did not stop {task} within {timeout:g}s.")
             time.sleep(0.05)
-        doc: dict[str, Any] = json.loads(answer.read_text(encoding="utf-8"))
-        return doc
+        return Stopped.from_json(answer.read_text(encoding="utf-8"), source=str(answer)).to_dict()
 
     def multi_worker_strategy(self) -> Any:
         """A ``MultiWorkerMirroredStrategy`` whose collectives time out.
@@ -216,7 +216,7 @@ class _Run:
     namespace: Namespace | None
     tasks: dict[str, tuple[str, int]] = field(default_factory=dict)  # child name -> (type, index)
     addresses: dict[str, list[str]] = field(default_factory=dict)  # job -> advertised (TF_CONFIG)
-    lost: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> {task, how, after_s}
+    lost: dict[str, Stopped] = field(default_factory=dict)  # task -> how it was lost
     started: float = 0.0  # monotonic time the job was handed to the user tasks
 
     def close(self) -> None:
@@ -387,12 +387,10 @@ class LocalCluster:
     def _start(self, run: _Run) -> None:
         ports = self._pick_ports()
         cluster = run.addresses = {k: [f"127.0.0.1:{p}" for p in v] for k, v in ports.items() if v}
-        spec = {
-            "mode": self.mode, "workers": self.workers, "ps": self.ps, "layout": self.layout,
-            "timeout": self.timeout, "collective_timeout": self.collective_timeout, "cluster": cluster,
-            "deadline": time.time() + self.timeout,
-        }
-        write_file(run.job / jobfiles.SPEC, json.dumps(spec))
+        spec = RunSpec(mode=self.mode, workers=self.workers, ps=self.ps, layout=dict(self.layout),
+                       timeout=float(self.timeout), collective_timeout=float(self.collective_timeout),
+                       cluster=cluster, deadline=time.time() + self.timeout)
+        write_file(run.job / jobfiles.SPEC, spec.to_json())
         # The callable is shipped by reference where it can be: the workers import what this process can.
         paths = [p for p in sys.path if p and os.path.isdir(p)]
         for kind in ("chief", "worker", "ps"):
@@ -499,10 +497,10 @@ class LocalCluster:
             child = next((c for c in run.sup.children if c.name == name), None)
             if child is not None and child.alive():
                 run.sup.kill(child, grace=0.0)
-                run.lost[name] = {"task": name, "how": "killed on request with SIGTERM, then SIGKILL",
-                                  "after_s": round(time.monotonic() - run.started, 3)}
-            answer = run.lost.get(name) or {"task": name, "how": "not running", "after_s": -1.0}
-            write_file(jobfiles.STOPPED.path(run.job, name), json.dumps(answer))
+                run.lost[name] = Stopped(task=name, how="killed on request with SIGTERM, then SIGKILL",
+                                         after_s=round(time.monotonic() - run.started, 3))
+            answer = run.lost.get(name) or Stopped(task=name, how="not running", after_s=-1.0)
+            write_file(jobfiles.STOPPED.path(run.job, name), answer.to_json())
             req.unlink()
 
     def _note_lost(self, run: _Run, dead: list[Child]) -> list[Child]:
@@ -519,8 +517,7 @@ class LocalCluster:
                 code = c.popen.poll()
                 how = ("still running, reported failure" if code is None else
                        f"killed by signal {-code}" if code < 0 else f"exited with code {code}")
-                run.lost[c.name] = {"task": c.name, "how": how,
-                                    "after_s": round(time.monotonic() - run.started, 3)}
+                run.lost[c.name] = Stopped(task=c.name, how=how, after_s=round(time.monotonic() - run.started, 3))
         return [c for c in dead if run.tasks[c.name][0] == "chief"]
 
     def _give_up(self, users: list[Child], dead: list[Child], since: float, deadline: float) -> bool:
@@ -542,15 +539,15 @@ class LocalCluster:
 
         return [load_trace(f) for f in self._task_files(jobfiles.TRACE, job)]
 
-    def _partial(self, job: Path, lost: Mapping[str, Any] | None = None) -> Trace | None:
+    def _partial(self, job: Path, lost: Mapping[str, Stopped] | None = None) -> Trace | None:
         shards = self._shards(job)
         for f in self._task_files(jobfiles.ERROR, job):
-            doc = json.loads(f.read_text(encoding="utf-8"))
-            if "partial_trace" in doc:
-                shards.append(Trace.from_dict(doc["partial_trace"]))
+            err = TaskError.from_json(f.read_text(encoding="utf-8"), source=str(f))
+            if err.partial_trace is not None:
+                shards.append(Trace.from_dict(err.partial_trace))
         extra: dict[str, Any] = {**self._cluster_meta(job), "partial": True}
         if lost:
-            extra["lost_tasks"] = list(lost.values())
+            extra["lost_tasks"] = [entry.to_dict() for entry in lost.values()]
         if not shards:
             return Trace(meta=extra) if lost else None  # nothing recorded, but who was lost is known
         return Trace.merge(shards, meta=extra)
@@ -569,16 +566,16 @@ class LocalCluster:
                 "network": network_meta(run.addresses if run else {}, seen=seen, isolated=bool(self.isolated),
                                         resolver="TF_CONFIG")}
 
-    def _merge(self, job: Path, lost: Mapping[str, Any] | None = None) -> Trace:
+    def _merge(self, job: Path, lost: Mapping[str, Stopped] | None = None) -> Trace:
         shards = self._shards(job)
         results = {}
         for f in self._task_files(jobfiles.RESULT, job):
-            results[jobfiles.RESULT.task(f)] = json.loads(f.read_text(encoding="utf-8"))["value"]
+            results[jobfiles.RESULT.task(f)] = TaskResult.from_json(f.read_text(encoding="utf-8"), source=str(f)).value
         extra: dict[str, Any] = self._cluster_meta(job)
         if results:
             extra["results"] = results
         if lost:
-            extra["lost_tasks"] = list(lost.values())
+            extra["lost_tasks"] = [entry.to_dict() for entry in lost.values()]
         if not shards:
             return Trace(meta=extra)
         return Trace.merge(shards, meta=extra)
@@ -588,9 +585,9 @@ class LocalCluster:
         for c in dead:
             err = jobfiles.ERROR.path(run.job, c.name)
             if err.exists():
-                doc = json.loads(err.read_text(encoding="utf-8"))
-                parts.append(f"{c.name} failed {when}: {doc['type']}: {doc['message']}\n"
-                             f"--- traceback from {c.name} ---\n{doc['traceback'].rstrip()}")
+                doc = TaskError.from_json(err.read_text(encoding="utf-8"), source=str(err))
+                parts.append(f"{c.name} failed {when}: {doc.summary()}\n"
+                             f"--- traceback from {c.name} ---\n{doc.traceback.rstrip()}")
             else:
                 parts.append(f"{when}, before reporting a result: {run.sup.failure_text(c)}")
         hint = (

@@ -10,6 +10,10 @@
 
 :func:`~vizdist.instrument.processes.shards.record_worker_shard` writes the same :data:`TRACE` name into a shared folder
 (:func:`vizdist.trace.shard_name`: ``worker-<type>-<5-digit index>.json``, the only names a folder merge reads).
+The JSON ones among them are typed in :mod:`vizdist.instrument.processes.documents` (:data:`SPEC`: ``RunSpec``,
+:data:`RESULT`: ``TaskResult``, :data:`ERROR`: ``TaskError``, :data:`STOPPED`: ``Stopped``), checked field by field
+when read.
+
 The data-service host (``service/host.py``) and its client (``service/remote.py``) use :data:`HOST_CONFIG`
 and, per request, :data:`REQUEST` (+ :data:`REQUEST_GRAPH`, :data:`REQUEST_SPEC`), :data:`PROGRESS`,
 :data:`RESPONSE` and :data:`SERVICE_ERROR`.

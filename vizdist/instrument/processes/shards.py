@@ -45,8 +45,8 @@ from typing import Any
 
 from vizdist.analysis.topology import resolver_spec
 from vizdist.contract import TASK_TYPES
+from vizdist.instrument.core.rows import task_number
 from vizdist.instrument.observe.topology import network_meta, sockets
-from vizdist.instrument.run.rows import task_number
 from vizdist.trace import Trace, shard_name
 
 __all__ = ["TASK_TYPES", "record_worker_shard", "task_from_resolver"]
@@ -119,7 +119,7 @@ def record_worker_shard(
     read from ``resolver`` (any TensorFlow ``ClusterResolver``: Slurm's sets
     no ``TF_CONFIG``) if given, else from ``TF_CONFIG`` (as set by Kubernetes
     or your launcher), unless ``task_type``/``task_index`` say otherwise. The ``worker`` column is set to the task's number in the
-    cluster (:func:`vizdist.instrument.run.rows.task_number`: the chief is 0,
+    cluster (:func:`vizdist.instrument.core.rows.task_number`: the chief is 0,
     ``worker:i`` comes after the chief tasks, as TensorFlow numbers them) and the
     shard is written to ``<directory>/worker-<type>-<index>.json``. Merge all
     shards anywhere with ``vizdist.load_trace(directory)``.

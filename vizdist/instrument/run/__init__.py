@@ -1,1 +1,8 @@
-"""The run engine (``engine.py``) and its front ends: ``trace_distribution``, ``trace_tf1``, ``record()``; ``rows.py`` builds every row."""
+"""The front ends of the run engine (above ``service/``): ``trace_distribution``, ``trace_tf1``, ``record()``.
+
+Each opens a ``core/engine.py`` ``Run`` with the observers ``observers.py`` makes (the tf.data service's, timing,
+placement), makes its input (``inputs.py``, ``keras_inputs.py``) and reads steps with one ``StepReader``
+(``reader.py``: each replica's elements, eager or inside a ``tf.function``). ``distribution.py`` is
+``trace_distribution``, ``legacy.py`` ``trace_tf1``, ``user_run.py`` + ``recorded_input.py`` + ``epochs.py`` +
+``stream.py`` ``record()``. Imports every sub-package below it.
+"""

@@ -16,7 +16,7 @@ arguments (``_check_*``), building the distributed dataset
 (:func:`distribute_dataset`, :func:`distribute_function`), the loop
 (:class:`Loop`, run in a thread the caller waits on with bounded joins, so
 ``timeout=`` and Ctrl-C always land), reading one step into the one row
-builder (:class:`StepReader` -> :class:`~vizdist.instrument.run.rows.Recorder`)
+builder (:class:`StepReader` -> :class:`~vizdist.instrument.core.rows.Recorder`)
 and the metadata (:func:`base_meta`, :func:`finish_meta`).
 """
 
@@ -31,8 +31,10 @@ import numpy as np
 import tensorflow as tf
 
 from vizdist.errors import TracingError
+from vizdist.instrument.core import engine
+from vizdist.instrument.core.rows import num_workers
+from vizdist.instrument.ids import own_service as service_own
 from vizdist.instrument.processes.supervisor import DEFAULT_TIMEOUT, bounded_timeout
-from vizdist.instrument.run import engine
 from vizdist.instrument.run.inputs import (
     base_meta,
     check_call,
@@ -46,8 +48,6 @@ from vizdist.instrument.run.inputs import (
 )
 from vizdist.instrument.run.observers import observers_for
 from vizdist.instrument.run.reader import Loop, StepReader, progress_bar
-from vizdist.instrument.run.rows import num_workers
-from vizdist.instrument.service import own as service_own
 from vizdist.instrument.tfapi import datasets as tfd
 from vizdist.trace import Trace
 
@@ -249,7 +249,7 @@ def trace_distribution(
         []
     """
     if isinstance(dataset, tf.distribute.DistributedValues):  # e.g. experimental_distribute_values_from_function
-        from vizdist.instrument.strategies.values import trace_values
+        from vizdist.instrument.observe.values import trace_values
 
         return trace_values(check_strategy(strategy), dataset)
     strategy = check_call(strategy, dataset, dataset_fn, options, step_fn, iteration, timing, timeout)

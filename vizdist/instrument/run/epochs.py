@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from vizdist.instrument.run.rows import Column
+from vizdist.instrument.core.rows import Column
 
 __all__ = ["KERAS_EPOCH_PHASES", "Passes"]
 

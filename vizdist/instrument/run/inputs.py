@@ -15,12 +15,11 @@ import numpy as np
 import tensorflow as tf
 
 from vizdist.errors import TracingError
-from vizdist.instrument.ids.codes import keyed, tensor_value, untag, values_are_ids
+from vizdist.instrument.core import engine, service_registry
+from vizdist.instrument.core.codes import keyed, tensor_value, untag, values_are_ids
+from vizdist.instrument.core.rows import num_workers, replica_devices, strategy_name
+from vizdist.instrument.ids import own_service as service_own
 from vizdist.instrument.ids.tagging import Untaggable, cardinality, tag_batch_rows, tag_dataset
-from vizdist.instrument.run import engine
-from vizdist.instrument.run.rows import num_workers, replica_devices, strategy_name
-from vizdist.instrument.service import own as service_own
-from vizdist.instrument.service import registry as service_registry
 from vizdist.instrument.tfapi import datasets as tfd
 
 __all__ = ["ITERATIONS", "REBATCH_OPS", "Input", "TaggingFn", "base_meta", "check_call", "check_count", "check_strategy",

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from vizdist.instrument.ids.codes import SOURCE_SHIFT
+from vizdist.instrument.core.codes import SOURCE_SHIFT
 from vizdist.instrument.tfapi.keras import (
     KERAS_NAMES,
     adapter_field,

@@ -42,13 +42,11 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import sys
-import traceback
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,11 +55,13 @@ import tensorflow as tf
 
 from vizdist._files import write_file
 from vizdist.errors import TracingError, release_frames
-from vizdist.instrument.ids.codes import untag
+from vizdist.instrument.core import engine
+from vizdist.instrument.core.codes import untag
+from vizdist.instrument.core.rows import replica_devices
 from vizdist.instrument.processes import jobfiles
 from vizdist.instrument.processes.cluster import pickle_job
+from vizdist.instrument.processes.documents import TaskError, TaskResult
 from vizdist.instrument.processes.supervisor import DEFAULT_TIMEOUT, FolderJanitor, Supervisor, temp_folder
-from vizdist.instrument.run import engine
 from vizdist.instrument.run.distribution import DEFAULT_MAX_STEPS, loop_trace
 from vizdist.instrument.run.inputs import (
     Input,
@@ -72,8 +72,8 @@ from vizdist.instrument.run.inputs import (
     tag_global,
     wrap_tf_error,
 )
+from vizdist.instrument.run.observers import observers_for
 from vizdist.instrument.run.reader import Loop, StepReader, per_replica, result_json
-from vizdist.instrument.run.rows import replica_devices
 from vizdist.instrument.tfapi import datasets as tfd
 from vizdist.instrument.tfapi import runtime
 from vizdist.trace import Trace
@@ -459,7 +459,7 @@ def _trace_tf1(strategy: Any, dataset: Any, input_fn: Any, step_fn: Any, steps: 
     meta = base_meta(strategy, api)
     meta.update(iteration="experimental_run" if step_fn is not None else "get_next",
                 execution="eager" if graph is None else "graph", options={}, steps_requested=steps)
-    with engine.Run(strategy, api=api) as run:
+    with engine.Run(strategy, api=api, observers=observers_for()) as run:
         inp = _make_iterator(strategy, dataset, input_fn, steps)
         meta.update(input_meta(inp, inp.dist))
         trace = _run_session(run, inp, meta, step_fn, steps, session, graph, max_steps=max_steps,
@@ -551,15 +551,15 @@ def _child_result(job: Path, sup: Supervisor, child: Any) -> Any:
 
     if jobfiles.TRACE.path(job, _CHILD).exists():
         return load_trace(jobfiles.TRACE.path(job, _CHILD))
-    if jobfiles.RESULT.path(job, _CHILD).exists():
-        return json.loads(jobfiles.RESULT.path(job, _CHILD).read_text(encoding="utf-8"))["value"]
-    err: Mapping[str, Any] = {}
-    with contextlib.suppress(OSError, ValueError):
-        err = json.loads(jobfiles.ERROR.path(job, _CHILD).read_text(encoding="utf-8"))
-    partial = Trace.from_dict(err["partial_trace"]) if "partial_trace" in err else None
-    if err:
-        sup.keep()
-        raise TracingError(f"{err['type']} in the graph-mode child: {err['message']}\n\n{err['traceback']}\n"
+    result = jobfiles.RESULT.path(job, _CHILD)
+    if result.exists():
+        return TaskResult.from_json(result.read_text(encoding="utf-8"), source=str(result)).value
+    error = jobfiles.ERROR.path(job, _CHILD)
+    if error.exists():
+        sup.keep()  # the folder stays for the user, also when the report itself is malformed
+        err = TaskError.from_json(error.read_text(encoding="utf-8"), source=str(error))
+        partial = Trace.from_dict(err.partial_trace) if err.partial_trace is not None else None
+        raise TracingError(f"{err.type} in the graph-mode child: {err.message}\n\n{err.traceback}\n"
                            f"The child's log ({jobfiles.LOG.name(_CHILD)}) and error report "
                            f"({jobfiles.ERROR.name(_CHILD)}) are in {job} (kept for you; the pickled function is "
                            "removed). Delete the folder when you are done.", partial_trace=partial)
@@ -571,7 +571,7 @@ def child_main(job: Path, devices: int) -> int:
     try:
         import cloudpickle
 
-        from vizdist.instrument.devices import virtual_devices
+        from vizdist.instrument.core.devices import virtual_devices
 
         virtual_devices(devices)
         tf.compat.v1.disable_eager_execution()
@@ -580,13 +580,10 @@ def child_main(job: Path, devices: int) -> int:
         if isinstance(result, Trace):
             result.save(jobfiles.TRACE.path(job, _CHILD))
         else:
-            write_file(jobfiles.RESULT.path(job, _CHILD), json.dumps({"value": result}))
+            write_file(jobfiles.RESULT.path(job, _CHILD), TaskResult(value=result).to_json())
         return 0
     except BaseException as exc:
-        partial = getattr(exc, "partial_trace", None)
-        doc: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc), "traceback": traceback.format_exc()}
-        if isinstance(partial, Trace):
-            doc["partial_trace"] = partial.to_dict()
-        write_file(jobfiles.ERROR.path(job, _CHILD), json.dumps(doc, default=str))
-        sys.stderr.write(doc["traceback"])
+        doc = TaskError.of(exc, task=_CHILD)
+        write_file(jobfiles.ERROR.path(job, _CHILD), doc.to_json())
+        sys.stderr.write(doc.traceback)
         return 1

@@ -18,8 +18,8 @@ import numpy as np
 import tensorflow as tf
 
 from vizdist.errors import release_frames
-from vizdist.instrument.ids.codes import decode_tags, untag
-from vizdist.instrument.run.rows import Recorder, replica_devices, worker_position
+from vizdist.instrument.core.codes import decode_tags, untag
+from vizdist.instrument.core.rows import Recorder, replica_devices, worker_position
 from vizdist.instrument.tfapi import datasets as tfd
 
 __all__ = ["PROGRESS_MIN_STEPS", "Loop", "StepReader", "per_replica", "progress_bar", "result_json"]
@@ -102,7 +102,7 @@ def _rows_array(value: Any) -> np.ndarray:
 class StepReader:
     """Reads what each local replica got at one step into a :class:`Recorder`.
 
-    ``tagged``: each element is vizdist's tag and the value (:func:`~vizdist.instrument.ids.codes.keyed`);
+    ``tagged``: each element is vizdist's tag and the value (:func:`~vizdist.instrument.core.codes.keyed`);
     otherwise ids come from the content (the values themselves for integer
     elements, else fingerprints numbered in order of first delivery).
     """
@@ -128,27 +128,46 @@ class StepReader:
             return None, element
         return (element, element) if self.ids_in_values else untag(element)
 
-    def record_step(self, step: int, tags: Any, values: Any, results: list[Any] | None = None) -> int:
-        """Record one global step; return the number of elements this process's replicas got."""
-        for hook in self.step_hooks:
-            hook(step, values, results)
+    def per_replica(self, tags: Any, values: Any) -> tuple[list[Any], list[list[Any]]]:
+        """``(firsts, parts)`` of one step: each local replica's first value leaf, and its parts.
+
+        A replica's parts are its tags (one tensor) where the run is tagged, else its value leaves; both
+        as ``experimental_local_results`` hands them to this process's replicas. The one rule for an eager
+        step (:meth:`record_step`) and a step inside a ``tf.function``
+        (:meth:`vizdist.instrument.run.user_run.DatasetRecord.graph_step`).
+        """
         local = self.strategy.experimental_local_results
         leaves = tf.nest.flatten(values)
-        firsts = local(leaves[0]) if leaves else local(tags)
-        local_tags = local(tags) if tags is not None else None
-        local_values = [local(leaf) for leaf in leaves] if local_tags is None else None
+        firsts = list(local(leaves[0] if leaves else tags))
+        if tags is not None:
+            return firsts, [[t] for t in local(tags)]
+        local_leaves = [local(leaf) for leaf in leaves]
+        return firsts, [[lv[r] for lv in local_leaves] for r in range(len(firsts))]
+
+    def add_replica(self, step: int, r: int, parts: list[np.ndarray], *, device: str, shape: str, dtype: str,
+                    result: str = "") -> int:
+        """Record local replica ``r``'s elements of one step from its parts as arrays (see :meth:`per_replica`).
+
+        Return how many elements it got. Tagged: the ids are decoded from the tags; else they come from the
+        content (:meth:`ids_by_content`).
+        """
+        kw: dict[str, Any] = dict(device=device, replica_device=self.devices[r] if r < len(self.devices) else device,
+                                  shape=shape, dtype=dtype, result=result)
+        if self.tagged:
+            return self.rec.add(step, self.replica_offset + r, tags=parts[0], **kw)
+        return self.rec.add(step, self.replica_offset + r, ids=self.ids_by_content(parts), **kw)
+
+    def record_step(self, step: int, tags: Any, values: Any, results: list[Any] | None = None) -> int:
+        """Record one global step read eagerly; return the number of elements this process's replicas got."""
+        for hook in self.step_hooks:
+            hook(step, values, results)
+        firsts, parts = self.per_replica(tags, values)
         total = 0
         for r, first in enumerate(firsts):
-            device = _device_of(first)
-            kw: dict[str, Any] = dict(
-                device=device, replica_device=self.devices[r] if r < len(self.devices) else device,
-                shape=self._shape(first), dtype=first.dtype.name if hasattr(first, "dtype") else "",
+            total += self.add_replica(
+                step, r, [_rows_array(p) for p in parts[r]], device=_device_of(first), shape=self._shape(first),
+                dtype=first.dtype.name if hasattr(first, "dtype") else "",
                 result=result_json(results[r]) if results is not None else "")
-            if local_tags is not None:
-                total += self.rec.add(step, self.replica_offset + r, tags=local_tags[r].numpy(), **kw)
-            else:
-                ids = self.ids_by_content([_rows_array(lv[r]) for lv in local_values or []])
-                total += self.rec.add(step, self.replica_offset + r, ids=ids, **kw)
         return total
 
     def _shape(self, value: Any) -> str:

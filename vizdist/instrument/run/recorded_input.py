@@ -1,7 +1,7 @@
 """TF's own distributed dataset and iterator, taught to strip vizdist's tag and report each step.
 
 :func:`vizdist.record` distributes a *tagged* copy of the user's dataset (each element
-``{"tag": ..., "value": ...}``, :func:`~vizdist.instrument.ids.codes.keyed`) with TF's own
+``{"tag": ..., "value": ...}``, :func:`~vizdist.instrument.core.codes.keyed`) with TF's own
 ``experimental_distribute_dataset`` / ``distribute_datasets_from_function``, then turns the
 ``DistributedDataset`` TF returned into an instance of a subclass (:func:`recorded`; the subclasses
 are made in :mod:`vizdist.instrument.tfapi.input_lib`). Nothing about how TF reads, shards, rebatches
@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 import tensorflow as tf
 
-from vizdist.instrument.ids.codes import untag
+from vizdist.instrument.core.codes import untag
 from vizdist.instrument.tfapi import input_lib
 
 __all__ = ["TF_DISTRIBUTED_DATASETS", "StepSink", "classes", "recorded"]
@@ -44,6 +44,8 @@ class StepSink(Protocol):
     tagged: bool
     ids_in_values: bool
 
+    def split(self, element: Any) -> tuple[Any, Any]:
+        """(tags, values) of one distributed element (tags None: ids come from the content)."""
     def phase_now(self) -> str: ...
     def before_read(self) -> None: ...
     def new_pass(self, phase: str) -> None: ...
@@ -51,19 +53,12 @@ class StepSink(Protocol):
     def graph_step(self, tags: Any, values: Any) -> None: ...
 
 
-def _split(sink: StepSink, element: Any) -> tuple[Any, Any]:
-    """(tags, values) of one distributed element (tags None: ids come from the content)."""
-    if not sink.tagged:
-        return None, element
-    return (element, element) if sink.ids_in_values else untag(element)
-
-
 def _user_spec(sink: StepSink, spec: Any) -> Any:
     return spec if not sink.tagged or sink.ids_in_values else untag(spec)[1]
 
 
 def _strip(sink: StepSink, element: Any) -> Any:
-    tags, values = _split(sink, element)
+    tags, values = sink.split(element)
     if tf.executing_eagerly():
         sink.eager_step(tags, values)
     else:

@@ -45,14 +45,14 @@ import tensorflow as tf
 
 from vizdist._parts import concat_frames
 from vizdist.errors import RecordingWarning, TracingError
-from vizdist.instrument.run import engine, recorded_input
+from vizdist.instrument.core import engine, service_registry
+from vizdist.instrument.run import recorded_input
 from vizdist.instrument.run.epochs import Passes
 from vizdist.instrument.run.inputs import TaggingFn, base_meta, input_meta, tag_global
 from vizdist.instrument.run.keras_inputs import KerasHooks, keras_source
 from vizdist.instrument.run.observers import observers_for
 from vizdist.instrument.run.reader import StepReader
 from vizdist.instrument.run.stream import PART_ELEMENTS, PartStream
-from vizdist.instrument.service import registry as service_registry
 from vizdist.instrument.tfapi import keras as tf_keras
 from vizdist.instrument.tfapi import runtime
 from vizdist.trace import Trace
@@ -110,6 +110,10 @@ class DatasetRecord:
         self._last: tuple[int, int] | None = None  # timing: (step, when its read ended) of the last step
 
     # -- the StepSink protocol ------------------------------------------------
+    def split(self, element: Any) -> tuple[Any, Any]:
+        """``(tags, values)`` of one distributed element: :meth:`StepReader.split`."""
+        return self.reader.split(element)
+
     def phase_now(self) -> str:
         return phase_now()
 
@@ -153,13 +157,7 @@ class DatasetRecord:
 
     def graph_step(self, tags: Any, values: Any) -> None:
         """Report from inside a ``tf.function``: a ``tf.py_function`` that runs each time the step runs."""
-        local = self.strategy.experimental_local_results
-        leaves = tf.nest.flatten(values)
-        firsts = list(local(leaves[0] if leaves else tags))
-        if tags is not None:
-            per_replica = [[t] for t in local(tags)]
-        else:
-            per_replica = [[lv[r] for lv in (local(leaf) for leaf in leaves)] for r in range(len(firsts))]
+        firsts, per_replica = self.reader.per_replica(tags, values)
         devices = [f.device or "" for f in firsts]
         dtype = firsts[0].dtype.name if firsts and hasattr(firsts[0], "dtype") else ""
         shapes = [tf.shape(f, out_type=tf.int64) if isinstance(f, tf.Tensor) else tf.zeros([0], tf.int64)
@@ -180,17 +178,13 @@ class DatasetRecord:
         with self.lock:
             step = self.recording.begin_step(self)
             self._spans(step)
-            before = reader.rec.n_elements
+            total = 0
             for r in range(len(devices)):
                 parts = [a.numpy() for a in arrays[r * (n + 1):(r + 1) * (n + 1)]]
                 device = reader.devices[r] if not devices[r] and r < len(reader.devices) else devices[r]
-                kw: dict[str, Any] = dict(device=device, replica_device=reader.devices[r] if r < len(reader.devices) else device,
-                          shape=str(tuple(int(d) for d in parts[-1])), dtype=dtype)
-                if self.tagged:
-                    reader.rec.add(step, reader.replica_offset + r, tags=parts[0], **kw)
-                else:
-                    reader.rec.add(step, reader.replica_offset + r, ids=reader.ids_by_content(parts[:-1]), **kw)
-            self.recording.step_done(reader.rec.n_elements - before)
+                total += reader.add_replica(step, r, parts[:-1], device=device,
+                                            shape=str(tuple(int(d) for d in parts[-1])), dtype=dtype)
+            self.recording.step_done(total)
 
     # -- tables -----------------------------------------------------------------
     def tables(self, *, drain: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:

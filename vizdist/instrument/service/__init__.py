@@ -31,9 +31,13 @@ The parts, one job each:
 * :mod:`.rows` — the trace rows;
 * :mod:`.host` — the consumer process (and dispatcher);
 * :mod:`.remote` — talking to it; :mod:`.inprocess` — ``in_process=True``;
-* :mod:`.registry` — what this process registered with and read from a service (and which
-  ``LocalDataService`` answers at an address); :mod:`.own` — your own ``distribute(...)`` /
-  ``from_dataset_id`` pipeline, traced with real ids by ``vizdist.trace_distribution``.
+* :mod:`.observer` — the service's part in every run: ``ServiceObserver`` installs the registry's patch and
+  gives the run's service reads one token.
+
+It sits above ``core/``, ``ids/``, ``observe/`` and ``processes/`` and imports nothing above them. What
+this process registered with and read from a service is ``core/service_registry.py`` (every sub-package
+needs it); your own ``distribute(...)`` / ``from_dataset_id`` pipeline, traced with real ids, is
+``ids/own_service.py``.
 
 Example:
     >>> import vizdist, tensorflow as tf                      # doctest: +SKIP

@@ -27,9 +27,8 @@ import sys
 import threading
 
 from vizdist._files import write_file
+from vizdist.instrument.ids.own_service import WORKER_ID_FILE
 from vizdist.instrument.tfapi import service as tf_service
-
-WORKER_ID_FILE = "vizdist_worker_id"
 
 
 def main(argv: list[str] | None = None) -> int:

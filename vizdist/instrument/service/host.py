@@ -63,7 +63,7 @@ def _kill_worker(pids: list[int]) -> Any:
 
 def handle(job: Path, key: str) -> None:
     """Serve request ``key``: read the job on the service, write the trace (or the error)."""
-    from vizdist.instrument.ids.codes import decode_tags
+    from vizdist.instrument.core.codes import decode_tags
     from vizdist.instrument.service.consume import Plan, open_readers, record
     from vizdist.instrument.service.pipeline import deserialize, rebuild_strategy
     from vizdist.trace import Trace
@@ -89,7 +89,7 @@ def main(argv: list[str]) -> int:
     job = Path(argv[0])
     cfg = json.loads((job / jobfiles.HOST_CONFIG).read_text(encoding="utf-8"))
     if cfg["cpus"] > 1:
-        from vizdist.instrument.devices import virtual_devices
+        from vizdist.instrument.core.devices import virtual_devices
 
         virtual_devices(cfg["cpus"])
     dispatcher = _start_dispatcher(cfg) if cfg["port"] else None  # noqa: F841 (kept alive)

@@ -58,7 +58,7 @@ class Servers:
         """Read the job in this process (consumer threads watched by the watchdog)."""
         from tqdm.auto import tqdm
 
-        from vizdist.instrument.ids.codes import decode_tags
+        from vizdist.instrument.core.codes import decode_tags
 
         factories, unpack, meta["api"] = open_readers(prepared.dataset, plan, strategy)
         bar = tqdm(total=plan.expected_total, desc="tf.data service", unit="elem", disable=not progress,

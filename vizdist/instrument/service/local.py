@@ -14,6 +14,7 @@ from typing import Any
 
 from vizdist._files import write_file
 from vizdist.errors import IsolationError, TracingError
+from vizdist.instrument.core import service_registry as registry
 from vizdist.instrument.processes import jobfiles
 from vizdist.instrument.processes.cluster import EXPOSURE, IsolationWarning, start_namespace, warn_exposed
 from vizdist.instrument.processes.supervisor import (
@@ -27,7 +28,7 @@ from vizdist.instrument.processes.supervisor import (
     process_limit,
     temp_folder,
 )
-from vizdist.instrument.service import inprocess, options, pipeline, registry
+from vizdist.instrument.service import inprocess, options, pipeline
 from vizdist.instrument.service.consume import Plan
 from vizdist.trace import Trace
 

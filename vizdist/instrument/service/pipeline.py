@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from vizdist.errors import TracingError
-from vizdist.instrument.service.own import worker_id_tensor
+from vizdist.instrument.ids.own_service import worker_id_tensor
 
 _MAX_EXPECTED = 200_000
 _STATIC = ("FILE", "DATA", "FILE_OR_DATA", "HINT")
@@ -45,7 +45,7 @@ def instrument(dataset: Any, policy: str, *, in_process: bool) -> Pipeline:
     """Tag ``dataset`` and append the worker-id step; compute the reference ids."""
     import tensorflow as tf
 
-    from vizdist.instrument.ids.codes import decode_tags
+    from vizdist.instrument.core.codes import decode_tags
     from vizdist.instrument.ids.tagging import Untaggable, tag_dataset
 
     try:

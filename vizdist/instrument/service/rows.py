@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from vizdist.instrument.run.rows import Recorder
+from vizdist.instrument.core.rows import Recorder
 from vizdist.trace import Trace
 
 #: What a consumer hands over per replica: (replica, tags, worker ids, first value tensor, device).
@@ -18,7 +18,7 @@ Part = tuple[int, Any, Any, Any, str]
 
 class Rows:
     """Accumulates the rows of one service trace (elements and batches through the one
-    :class:`~vizdist.instrument.run.rows.Recorder`; one ``consume`` event per step here).
+    :class:`~vizdist.instrument.core.rows.Recorder`; one ``consume`` event per step here).
 
     Example:
         >>> import numpy as np

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from vizdist.instrument.run.rows import Recorder
+from vizdist.instrument.core.rows import Recorder
 from vizdist.instrument.tfapi import coordinator as tf_coordinator
 
 __all__ = ["ClosureObserver", "error_text", "make_step", "per_worker_values", "record_closures", "run_closures",

@@ -47,8 +47,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from vizdist.errors import TracingError
+from vizdist.instrument.core.rows import strategy_name
 from vizdist.instrument.processes.supervisor import DEFAULT_TIMEOUT, bounded_timeout
-from vizdist.instrument.run.rows import strategy_name
 from vizdist.instrument.strategies.closures import (
     ClosureObserver,
     error_text,
@@ -258,7 +258,7 @@ def trace_parameter_server(
             pause_after=pause_after, on_pause=on_pause, t0=t0)
     finally:
         observer.remove()
-    from vizdist.instrument.ids.codes import decode_tags
+    from vizdist.instrument.core.codes import decode_tags
 
     decode = (lambda t: decode_tags(t, info)) if tagged else None
     rec, closures, events = record_closures(remotes, observer, stopped, tagged=tagged, step_fn=step_fn,

@@ -37,6 +37,7 @@ import numpy as np
 import tensorflow as tf
 
 from vizdist.contract import ReductionMeta
+from vizdist.instrument.core.rows import num_workers, worker_position
 from vizdist.instrument.observe.collectives import collective_ops, communication
 from vizdist.instrument.observe.placement import (
     PlacementRecorder,
@@ -44,8 +45,7 @@ from vizdist.instrument.observe.placement import (
     quiet_tf_logger,
     short_device,
 )
-from vizdist.instrument.run.rows import num_workers, worker_position
-from vizdist.instrument.strategies.values import json_value, reduction_meta, trace_values, value_rows
+from vizdist.instrument.observe.values import json_value, reduction_meta, trace_values, value_rows
 from vizdist.instrument.tfapi import runtime
 from vizdist.trace import Trace
 

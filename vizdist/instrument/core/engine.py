@@ -7,10 +7,11 @@ Each opens a :class:`Run`, makes its input inside it, asks the run for a
 :class:`~vizdist.instrument.run.reader.StepReader` per distributed dataset, reads steps into it,
 and hands the finished :class:`~vizdist.trace.Trace` to :meth:`Run.finish`.
 
-A run is one tf.data service run too: every service read made inside it shares one token
-(:func:`vizdist.instrument.service.registry.one_run`). What a run records beside where each
-element went plugs in through one protocol, :class:`Observer`
-(the timing recorder, the placement recorder with its NaN/Inf checks). The engine calls, in order:
+The engine is generic: it knows no recorder and no tf.data service. What a run records beside where
+each element went plugs in through one protocol, :class:`Observer` (the tf.data service's run token,
+:class:`vizdist.instrument.service.observer.ServiceObserver`; the timing recorder; the placement
+recorder with its NaN/Inf checks), and each front end hands its run the observers it needs
+(:func:`vizdist.instrument.run.observers.observers_for`). The engine calls, in order:
 
 ===================================  ===========================================================
 ``start(run)``                       the run opens, before any pipeline is tagged or distributed
@@ -39,8 +40,6 @@ import contextvars
 import functools
 from collections.abc import Callable, Iterator
 from typing import Any
-
-from vizdist.instrument.service import registry as service_registry
 
 __all__ = ["Observer", "Run", "current"]
 
@@ -127,7 +126,6 @@ class Run:
         self.readers: list[Any] = []
         self._started: list[Observer] = []
         self._token: contextvars.Token[Run | None] | None = None
-        self._service_run: contextlib.AbstractContextManager[str] | None = None
 
     @property
     def timer(self) -> Any:
@@ -136,11 +134,6 @@ class Run:
 
     def __enter__(self) -> Run:
         self._token = _CURRENT.set(self)
-        service_registry.install()  # a service pipeline built inside the run (record's block) is seen
-        # every tf.data service read of the run gets one token: pipelines that share a job in TF
-        # (the same job_name) share it traced too, whichever dataset of the run they belong to
-        self._service_run = service_registry.one_run()
-        self._service_run.__enter__()
         try:
             for o in self.observers:
                 o.start(self)
@@ -155,9 +148,6 @@ class Run:
             _close_all(self._started[::-1], exc)
         finally:
             self._started = []
-            if self._service_run is not None:
-                self._service_run.__exit__(None, None, None)
-                self._service_run = None
             if self._token is not None:
                 _CURRENT.reset(self._token)
                 self._token = None

@@ -6,6 +6,9 @@ HTML view. An element is matched by its source id (and source, file, line and ep
 has them); when the same element arrives several times, the k-th arrival in one run is matched with
 the k-th in the other.
 
+It is the top of the analysis layer: it runs :func:`vizdist.diagnose.diagnose` on both traces, so it lives
+above ``diagnose.py`` (and ``analysis/``, ``checks/``), never inside ``analysis/``.
+
 Example:
     >>> from vizdist.trace import Trace
     >>> a = Trace.from_records(elements=[dict(step=0, replica=r, source_id=r, position=0) for r in range(2)],

@@ -59,7 +59,7 @@ def trace_values(strategy: tf.distribute.Strategy, value: Any) -> Trace:
         >>> [r["value"] for r in t.meta["distributed_values"][0]["components"]]  # doctest: +SKIP
         [0.0, 1.0, 2.0, 3.0]
     """
-    from vizdist.instrument.run.rows import worker_position
+    from vizdist.instrument.core.rows import worker_position
 
     meta = reduction_meta(strategy)
     rows = value_rows(strategy, value, offset=worker_position(strategy)[1])
@@ -68,7 +68,7 @@ def trace_values(strategy: tf.distribute.Strategy, value: Any) -> Trace:
 
 
 def reduction_meta(strategy: tf.distribute.Strategy) -> dict[str, Any]:
-    from vizdist.instrument.run.rows import strategy_name
+    from vizdist.instrument.core.rows import strategy_name
 
     try:
         devices = [short_device(d) for d in strategy.extended.worker_devices]

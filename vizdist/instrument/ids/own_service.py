@@ -5,7 +5,7 @@
 the *workers* run; your process only reads the results. To follow every
 element, :func:`vizdist.instrument.ids.tagging.tag_dataset` rebuilds that
 registered dataset with a tag per element (the dataset comes from
-:mod:`.registry`), and this module registers the tagged copy with the same
+:mod:`vizdist.instrument.core.service_registry`), and this module registers the tagged copy with the same
 dispatcher and compression and reads it with the very arguments of your read
 (processing mode, consumer index, ``target_workers``, ...). The tag rides
 through the service, so ``parallel_epochs`` copies show up as the same source
@@ -43,12 +43,14 @@ from __future__ import annotations
 from typing import Any
 
 from vizdist.errors import TracingError
-from vizdist.instrument.service import registry
-from vizdist.instrument.service._service_worker import WORKER_ID_FILE
+from vizdist.instrument.core import service_registry as registry
 
-__all__ = ["NOT_SEEN", "describe", "dynamic_note", "reread", "scalar_elements", "services_in", "stamp_worker",
+__all__ = ["NOT_SEEN", "WORKER_ID_FILE", "describe", "dynamic_note", "reread", "scalar_elements", "services_in", "stamp_worker",
            "worker_field", "worker_id_tensor"]
 
+#: The file a ``LocalDataService`` worker process writes its id into, in its own working directory
+#: (:mod:`vizdist.instrument.service._service_worker`); a pipeline step reads it on the worker.
+WORKER_ID_FILE = "vizdist_worker_id"
 _MODES = {"OFF": "parallel_epochs", "DYNAMIC": "distributed_epoch"}
 NOT_SEEN = ("vizdist did not see this tf.data service read being made (it was built before vizdist was loaded, "
             "or reads a dataset registered by another process), so it cannot rebuild what the workers run; "

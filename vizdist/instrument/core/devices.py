@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from vizdist.instrument.service import registry as _service_registry
+from vizdist.instrument.core import service_registry as _service_registry
 
 __all__ = ["virtual_devices"]
 
@@ -34,7 +34,7 @@ def virtual_devices(n: int = 4, kind: str = "CPU", *, memory_limit_mb: int = 102
     too: ``TF_FORCE_GPU_ALLOW_GROWTH``).
 
     It also lets vizdist see the tf.data service pipelines built after it
-    (:func:`vizdist.instrument.service.registry.install`), so they trace with real ids.
+    (:func:`vizdist.instrument.core.service_registry.install`), so they trace with real ids.
 
     Returns:
         The logical device names, e.g. ``['/device:CPU:0', ..., '/device:CPU:3']``.

@@ -18,8 +18,9 @@ TensorFlow would wait for it forever. Every open ``LocalDataService`` is in
 :data:`LIVE`; :func:`serving` finds one by its dispatcher's address.
 
 vizdist installs them explicitly, never on import: ``vizdist.virtual_devices()``,
-``LocalDataService(...)`` and every run (``record()``'s block, ``trace_distribution``) call
-:func:`install`. Build your service pipeline after one of those (a notebook's setup cell does).
+``LocalDataService(...)`` and every run (``record()``'s block, ``trace_distribution``, ``trace_tf1``: the
+run's :class:`vizdist.instrument.service.observer.ServiceObserver`) call :func:`install`. Build your service
+pipeline after one of those (a notebook's setup cell does). The run engine itself never calls it.
 
 Example:
     >>> import tensorflow as tf                                      # doctest: +SKIP
