@@ -313,7 +313,7 @@ def test_import_vizdist_loads_no_tensorflow_pandas_or_matplotlib():
 
 #: The sub-packages of ``vizdist/instrument/``, lowest first. A module imports only from its own sub-package or a
 #: lower one (function-local imports count). ``tfapi`` (every private TensorFlow/Keras name, behind one door; it
-#: imports nothing of vizdist but ``vizdist.errors``) is the lowest whether or not it exists yet; ``core`` holds
+#: imports nothing of vizdist but ``vizdist.errors``) is the lowest; ``core`` holds
 #: what every other sub-package needs (the row builder, the id codes, the tf.data-service registry, the run
 #: engine, devices, storage, versions). ``vizdist.instrument`` itself (its ``__init__``) sits above them all.
 INSTRUMENT_ORDER = ("tfapi", "core", "ids", "observe", "processes", "service", "run", "strategies", "experiments")
