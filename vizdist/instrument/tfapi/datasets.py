@@ -156,7 +156,8 @@ def directed_interleave(selector: Any, data_inputs: list[Any], stop_on_empty_dat
 
 def to_tensor_list(spec: Any, value: Any) -> list[Any]:
     """The flat tensors of ``value`` (of structure ``spec``), as tf.data passes them."""
-    return structure.to_tensor_list(spec, value)  # type: ignore[no-any-return]
+    tensors: list[Any] = structure.to_tensor_list(spec, value)  # TF ships no types: Any, held as a list
+    return tensors
 
 
 def from_tensor_list(spec: Any, tensors: list[Any]) -> Any:

@@ -166,4 +166,4 @@ def distribute_base() -> type:
     ``distribute_datasets_from_function`` every strategy inherits (a recording patches them there)."""
     from tensorflow.python.distribute import distribute_lib
 
-    return distribute_lib.StrategyBase  # type: ignore[no-any-return]
+    return distribute_lib.StrategyBase  # type: ignore[no-any-return]  # TF ships no types: the class is Any

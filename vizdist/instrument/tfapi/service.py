@@ -37,7 +37,7 @@ def parse_service(service: str) -> tuple[str, str]:
 
 def current(which: Which) -> Callable[..., Any]:
     """TF's ``register`` or ``read`` function as it stands now (vizdist's wrapper while patched)."""
-    return getattr(_ops(), FUNCTIONS[which])  # type: ignore[no-any-return]
+    return getattr(_ops(), FUNCTIONS[which])  # type: ignore[no-any-return]  # TF ships no types: its function is Any
 
 
 def patch(which: Which, function: Callable[..., Any]) -> None:
