@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import vizdist
+from tests.instrument._model_log import Log, spy_layer
 
 pytestmark = pytest.mark.filterwarnings("ignore:`shuffle=True` was passed",
                                         "ignore:Your input ran out of data")
@@ -41,28 +42,6 @@ def keras(tf):
     return keras
 
 
-class Log:
-    """What each replica's batch held, as the model saw it: one entry per replica call, in call order."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[int, list[int]]] = []
-        self._lock = threading.Lock()
-
-    def add(self, replica: Any, x: Any) -> np.int32:
-        with self._lock:
-            self.calls.append((int(replica.numpy()), np.asarray(x.numpy()).reshape(-1).astype(int).tolist()))
-        return np.int32(0)
-
-    def steps(self, replicas: int = REPLICAS) -> list[list[list[int]]]:
-        """Per step, the ids each replica got (replicas log in any order within a step)."""
-        assert len(self.calls) % replicas == 0, "every step logs one call per replica"
-        out = []
-        for i in range(0, len(self.calls), replicas):
-            chunk = dict(self.calls[i:i + replicas])
-            out.append([chunk[r] for r in range(replicas)])
-        return out
-
-
 class Run:
     """One run of a scenario, plain or recorded: the model's log, the blocks it opened, what it returned."""
 
@@ -82,18 +61,9 @@ class Run:
     def model(self, seed: int = 7) -> Any:
         tf, keras = self.tf, self.keras
         keras.utils.set_random_seed(seed)
-        log = self.log
-
-        class Spy(keras.layers.Layer):
-            def call(self, x):
-                ctx = tf.distribute.get_replica_context()
-                rid = ctx.replica_id_in_sync_group if ctx is not None else tf.constant(0)
-                tf.py_function(log.add, [rid, x], tf.int32)
-                return x
-
         with self.strategy.scope():
             inp = keras.Input((1,))
-            model = keras.Model(inp, keras.layers.Dense(1)(Spy()(inp)))
+            model = keras.Model(inp, keras.layers.Dense(1)(spy_layer(tf, keras, self.log)(inp)))
             model.compile("sgd", "mse", jit_compile=False)
         return model
 

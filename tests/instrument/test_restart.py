@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 import vizdist
+from tests.instrument._model_log import spy_layer
 
 pytestmark = pytest.mark.filterwarnings("ignore:`shuffle=True` was passed")
 
@@ -61,20 +62,13 @@ def model_and_data(tf: Any, strategy: Any, log: Log, *, backup: Path, save_freq:
 
     keras.utils.set_random_seed(7)
 
-    class Spy(keras.layers.Layer):
-        def call(self, x):
-            ctx = tf.distribute.get_replica_context()
-            rid = ctx.replica_id_in_sync_group if ctx is not None else tf.constant(0)
-            tf.py_function(log.add, [rid, x], tf.int32)
-            return x
-
     class EpochMark(keras.callbacks.Callback):
         def on_epoch_begin(self, epoch, logs=None):
             log.calls.append(["epoch", int(epoch)])
 
     with strategy.scope():
         inp = keras.Input((1,))
-        model = keras.Model(inp, keras.layers.Dense(1)(Spy()(inp)))
+        model = keras.Model(inp, keras.layers.Dense(1)(spy_layer(tf, keras, log)(inp)))
         model.compile("sgd", "mse", jit_compile=False)
     x = np.arange(N, dtype="float32").reshape(-1, 1)
     ds = tf.data.Dataset.from_tensor_slices((x, 0.5 * x)).shuffle(N, seed=3).batch(BATCH)

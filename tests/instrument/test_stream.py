@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import vizdist
-from tests.instrument.test_fidelity import Log
+from tests.instrument._model_log import Log, spy_layer
 from tests.instrument.test_user_run import _recorded_steps
 
 pytestmark = pytest.mark.filterwarnings("ignore:`shuffle=True` was passed")
@@ -41,16 +41,9 @@ def keras(tf):
 def _model(tf, keras, strategy, log: Log):
     keras.utils.set_random_seed(7)
 
-    class Spy(keras.layers.Layer):
-        def call(self, x):
-            ctx = tf.distribute.get_replica_context()
-            rid = ctx.replica_id_in_sync_group if ctx is not None else tf.constant(0)
-            tf.py_function(log.add, [rid, x], tf.int32)
-            return x
-
     with strategy.scope():
         inp = keras.Input((1,))
-        model = keras.Model(inp, keras.layers.Dense(1)(Spy()(inp)))
+        model = keras.Model(inp, keras.layers.Dense(1)(spy_layer(tf, keras, log)(inp)))
         model.compile("sgd", "mse", jit_compile=False)
     return model
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import vizdist
+from tests.instrument._model_log import Log, spy_layer
 
 pytestmark = pytest.mark.filterwarnings("ignore:`shuffle=True` was passed")  # Keras: a dataset is shuffled already
 
@@ -31,34 +32,8 @@ def keras(tf):
     return keras
 
 
-class Log:
-    """What each replica's batch held, as the model (or the step) saw it: one entry per replica call."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[int, list[int]]] = []
-
-    def add(self, replica, x):
-        self.calls.append((int(replica.numpy()), np.asarray(x.numpy()).reshape(-1).astype(int).tolist()))
-        return np.int32(0)
-
-    def steps(self, replicas: int) -> list[list[list[int]]]:
-        """Per step, the ids each replica got (replicas log in any order within a step)."""
-        out = []
-        for i in range(0, len(self.calls), replicas):
-            chunk = dict(self.calls[i:i + replicas])
-            out.append([chunk[r] for r in range(replicas)])
-        return out
-
-
 def _spy(tf, keras, log: Log):
-    class Spy(keras.layers.Layer):
-        def call(self, x):
-            ctx = tf.distribute.get_replica_context()
-            rid = ctx.replica_id_in_sync_group if ctx is not None else tf.constant(0)
-            tf.py_function(log.add, [rid, x], tf.int32)
-            return x
-
-    return Spy()
+    return spy_layer(tf, keras, log)
 
 
 def _model(tf, keras, strategy, log: Log):
