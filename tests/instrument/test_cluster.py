@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import socket
 import subprocess
 import threading
@@ -278,7 +279,9 @@ def test_cluster_that_never_forms_is_bounded() -> None:
         cluster.run(_peer_never_starts)
     assert time.monotonic() - t0 < 45
     msg = str(info.value)
-    assert "within timeout=25s" in msg and "worker-0 (running)" in msg and "worker-1 (running)" in msg
+    # each task named with its state: under load a task may still be importing TensorFlow ("starting") at 25 s
+    assert "within timeout=25s" in msg
+    assert all(re.search(rf"worker-{i} \((running|starting)\)", msg) for i in (0, 1)), msg
 
 
 def _sleep_forever(ctx: WorkerContext) -> None:
