@@ -118,14 +118,13 @@ def long_loop(bench: Bench, steps: int) -> None:
     try:
         for name in ("plain", "path=", "again (A/A)"):
             gc.collect()
-            dist = bench.dist(steps, 4)
             c0, t0 = time.process_time(), time.perf_counter()
             with Peak() as peak:
-                if name == "path=":
+                if name == "path=":  # the dataset is distributed inside the block, or the block records nothing
                     with bench.vizdist.record(path=os.path.join(folder, "run")):
-                        bench.loop(dist)
+                        bench.loop(bench.dist(steps, 4))
                 else:
-                    bench.loop(dist)
+                    bench.loop(bench.dist(steps, 4))
             rows.append((name, (peak.peak - peak.start) / 1e6, time.process_time() - c0, time.perf_counter() - t0))
             print(f"  {name}: done, {rows[-1][2]:.1f} CPU s, {rows[-1][3]:.1f} wall s", flush=True)
         disk = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(folder) for f in fs)
