@@ -125,13 +125,14 @@ class LiveExplorer(widgets.VBox):  # type: ignore[misc]  # the base class comes 
             self.status.value = self._status_html(status)
             if self._steps:
                 newest, oldest = max(self._steps), min(self._steps)
-                if oldest > self.slider.max:  # the new range lies past the old one: widen it first
-                    self.slider.max = newest
-                self.slider.min, self.slider.max = oldest, newest
-                if self.slider.value != newest:
-                    self.slider.value = newest  # renders it (the observer)
-                else:
-                    self._render(newest)
+                with self.slider.hold_sync():  # its new range and value go to the browser in one message
+                    if oldest > self.slider.max:  # the new range lies past the old one: widen it first
+                        self.slider.max = newest
+                    self.slider.min, self.slider.max = oldest, newest
+                    if self.slider.value != newest:
+                        self.slider.value = newest  # renders it (the observer)
+                    else:
+                        self._render(newest)
         return self._ended
 
     def _take(self, new: Trace | Mapping[str, list[Any]]) -> None:
