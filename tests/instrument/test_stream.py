@@ -154,6 +154,23 @@ def test_the_live_feed_follows_the_newest_steps(tf, keras, mirrored):
     live.close()
 
 
+def test_the_live_feed_reads_the_steps_just_written_to_a_part(tf, mirrored, tmp_path):
+    """With ``path=`` a step that filled a part is gone from memory when the live view asks for it: the feed
+    reads it from the part's newest steps. Each replica's ids are what TF handed that replica at that step."""
+    with vizdist.record(path=str(tmp_path / "run"), part_elements=2 * mirrored.num_replicas_in_sync) as rec:
+        it = iter(mirrored.experimental_distribute_dataset(tf.data.Dataset.range(48).batch(8)))
+        from_parts = 0
+        for step in range(6):
+            x = next(it)
+            want = [v.numpy().tolist() for v in mirrored.experimental_local_results(x)]
+            rows, status = rec.recent_steps(step - 1, 1)
+            assert status["steps"] == step + 1 and set(rows["step"]) == {step}
+            assert [rows["ids"][rows["replica"].index(r)] for r in range(len(want))] == want
+            assert rows["n_elements"] == [len(ids) for ids in rows["ids"]]
+            from_parts += rec.datasets[0].reader.rec.n_elements == 0  # the step went into a part: read there
+    assert from_parts >= 3
+
+
 def test_a_planted_link_is_neither_written_through_nor_read(tf, mirrored, tmp_path):
     folder, victim = tmp_path / "run", tmp_path / "victim"
     victim.mkdir()

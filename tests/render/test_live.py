@@ -45,6 +45,49 @@ def test_it_shows_the_newest_step_and_keeps_a_window():
     assert 'data-step="5"' in live.label.value and "50" in live.cards.children[0].value
 
 
+class RowsFeed(Feed):
+    """The same block, handing its steps as plain rows (what ``rec.show()`` follows) instead of a trace; replica
+    1 got nothing at odd steps, replica 2 has no batch at step 3, and the steps carry their phase and epoch."""
+
+    def __init__(self, *, rows: bool) -> None:
+        super().__init__()
+        self.rows = rows
+
+    def __call__(self, after: int, max_steps: int):
+        new = list(range(max(after + 1, self.steps - max_steps), self.steps))
+        status = {"steps": self.steps, "ended": self.ended, "error": None}
+        batches = [dict(step=s, replica=r, n_elements=0 if r == 1 and s % 2 else 2, device=f"/device:CPU:{r}",
+                        phase="train", epoch=s // 2, epoch_step=s % 2, dataset=0)
+                   for s in new for r in range(3) if (s, r) != (3, 2)]
+        ids = [[100 * b["step"] + 10 * b["replica"] + k for k in range(b["n_elements"])] for b in batches]
+        if not batches:
+            return None, status
+        if self.rows:
+            cols = {k: [b[k] for b in batches] for k in ("step", "replica", "device", "n_elements", "phase", "epoch",
+                                                         "epoch_step")}
+            return dict(cols, ids=ids), status
+        elements = [dict(step=b["step"], replica=b["replica"], source_id=i, position=k)
+                    for b, got in zip(batches, ids, strict=True) for k, i in enumerate(got)]
+        return vizdist.Trace.from_records(batches=[dict(b, empty=b["n_elements"] == 0) for b in batches],
+                                          elements=elements, meta={"api": "record"}), status
+
+
+def test_plain_rows_are_shown_as_their_trace_is():
+    shown = {}
+    for rows in (True, False):
+        feed, seen = RowsFeed(rows=rows), []
+        live = LiveExplorer(feed, window=3, start=False)
+        for feed.steps in (2, 5):
+            live.refresh()
+            for s in range(live.slider.min, live.slider.max + 1):
+                live.slider.value = s
+                seen.append((live.label.value, [c.value for c in live.cards.children]))
+        shown[rows] = seen
+    assert shown[True] == shown[False]
+    label, cards = shown[True][-2]  # step 3: replica 1 got an empty batch, replica 2 no batch
+    assert "train epoch 1 · 1" in label and all("empty" in c for c in cards[1:]) and "301" in cards[0]
+
+
 def test_its_thread_follows_and_ends_with_the_block():
     feed = Feed()
     live = LiveExplorer(feed, interval=0.02)

@@ -17,7 +17,7 @@ from vizdist.trace import Trace
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["element_label", "pass_choices", "short_device", "split_layout", "step_labels"]
+__all__ = ["element_label", "pass_choices", "short_device", "split_layout", "step_label", "step_labels"]
 
 
 def short_device(device: str) -> str:
@@ -71,8 +71,18 @@ def step_labels(trace: Trace) -> dict[int, str]:
     out = {}
     for s, ph, ep, k in zip(first["step"].tolist(), first["phase"].astype(str).tolist(), first["epoch"].tolist(),
                             first["epoch_step"].tolist(), strict=True):
-        out[int(s)] = "build (Keras)" if ph == "build" else f"{ph} epoch {int(ep)} · {int(k)}"
+        out[int(s)] = step_label(ph, ep, k)
     return out
+
+
+def step_label(phase: str, epoch: int, epoch_step: int) -> str:
+    """One step's label in :func:`step_labels`.
+
+    Example:
+        >>> step_label("train", 1, 2), step_label("build", 0, 0)
+        ('train epoch 1 · 2', 'build (Keras)')
+    """
+    return "build (Keras)" if phase == "build" else f"{phase} epoch {int(epoch)} · {int(epoch_step)}"
 
 
 def pass_choices(trace: Trace) -> list[tuple[str, list[int]]]:

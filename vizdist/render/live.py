@@ -1,12 +1,15 @@
 """The live explorer: a running ``vizdist.record()`` block, followed step by step as it runs (JupyterLab).
 
 ``rec.show()`` hands :func:`show_live` the block's *feed*, a function ``feed(after, max_steps)`` that
-returns a small trace of the newest steps after step ``after`` (or None) and the block's status
-(``{"steps": int, "ended": bool, "error": str | None}``). A thread of the explorer asks the feed for new
-steps every ``interval`` seconds (up to a second when a refresh costs more than :data:`MAX_CORE_SHARE` of a
-core over that time: a refresh costs about 5-10 ms on a quiet machine) and, when there are some, lays out only those (never the whole trace:
-it stays cheap at millions of steps), keeps the newest ``window`` of them, and shows the newest one: one
-card per replica with its device and the element ids it got, the step's phase and epoch. The widget's
+returns the newest steps after step ``after`` (or None) and the block's status (``{"steps": int, "ended":
+bool, "error": str | None}``). The steps come as a small trace, or as its rows in plain lists (one value per
+batch: see :func:`_rows_layout`), which ``rec.show()`` uses: laid out without building a trace, exactly as
+:func:`~vizdist.render.layout.split_layout` lays out their trace. A thread of the explorer asks the feed for
+new steps every ``interval`` seconds (up to a second when a refresh costs more than :data:`MAX_CORE_SHARE` of
+a core over that time; a refresh of a running ``fit`` costs about a millisecond) and, when there are some,
+lays out only those (never the whole trace: it stays cheap at millions of steps), keeps the newest
+``window`` of them, and shows the newest one: one card per replica with its device and the element ids it
+got, the step's phase and epoch. When nothing new came, it sends nothing. The widget's
 state messages go to the browser from that thread while your cell (``fit``) runs; nothing is printed,
 so Keras's progress bar and your own output are as they are without it. The thread ends with the block
 (one last refresh) or when the explorer is closed.
@@ -28,13 +31,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from html import escape
 from typing import TYPE_CHECKING, Any
 
 from vizdist._optional import require
 from vizdist.render.html import cell_html
-from vizdist.render.layout import split_layout
+from vizdist.render.layout import short_device, split_layout, step_label
 from vizdist.trace import Trace
 
 __all__ = ["MAX_CORE_SHARE", "MAX_WAIT_S", "Feed", "LiveExplorer", "next_wait", "show_live"]
@@ -50,8 +53,9 @@ else:
 MAX_CORE_SHARE = 0.01
 MAX_WAIT_S = 1.0
 
-#: ``feed(after, max_steps) -> (trace of the newest steps after ``after``, or None; status)``.
-Feed = Callable[[int, int], "tuple[Trace | None, dict[str, Any]]"]
+#: ``feed(after, max_steps) -> (the newest steps after ``after`` (a trace, or rows: see :func:`_rows_layout`),
+#: or None; status)``.
+Feed = Callable[[int, int], "tuple[Trace | Mapping[str, list[Any]] | None, dict[str, Any]]"]
 
 
 def next_wait(cost_s: float, interval: float) -> float:
@@ -74,6 +78,7 @@ class LiveExplorer(widgets.VBox):  # type: ignore[misc]  # the base class comes 
         self._steps: dict[int, tuple[str, list[dict[str, Any]]]] = {}  # step -> (its label, cell per replica)
         self._replicas: list[dict[str, Any]] = []
         self._last, self._total, self._ended = -1, 0, False
+        self._status: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         #: CPU seconds its refreshes took (the thread's own time: what following the run costs the kernel).
@@ -108,31 +113,41 @@ class LiveExplorer(widgets.VBox):  # type: ignore[misc]  # the base class comes 
             self.cpu_s += time.thread_time() - t0
 
     def _refresh(self) -> bool:
-        trace, status = self._feed(self._last, self._window_size)
+        new, status = self._feed(self._last, self._window_size)
         with self._lock:
-            if trace is not None and len(trace.batches):
-                self._take(trace)
+            if new is None or not len(new.batches if isinstance(new, Trace) else new["step"]):
+                if status == self._status and self._steps:  # nothing new: nothing to send
+                    return self._ended
+            else:
+                self._take(new)
+            self._status = dict(status)
             self._total, self._ended = int(status.get("steps", 0)), bool(status.get("ended"))
             self.status.value = self._status_html(status)
             if self._steps:
                 newest, oldest = max(self._steps), min(self._steps)
-                if oldest > self.slider.max:  # the new range lies past the old one: widen it first
-                    self.slider.max = newest
-                self.slider.min, self.slider.max = oldest, newest
-                if self.slider.value != newest:
-                    self.slider.value = newest  # renders it (the observer)
-                else:
-                    self._render(newest)
+                with self.slider.hold_sync():  # its new range and value go to the browser in one message
+                    if oldest > self.slider.max:  # the new range lies past the old one: widen it first
+                        self.slider.max = newest
+                    self.slider.min, self.slider.max = oldest, newest
+                    if self.slider.value != newest:
+                        self.slider.value = newest  # renders it (the observer)
+                    else:
+                        self._render(newest)
         return self._ended
 
-    def _take(self, trace: Trace) -> None:
-        lay = split_layout(trace)
+    def _take(self, new: Trace | Mapping[str, list[Any]]) -> None:
+        if isinstance(new, Trace):
+            lay = split_layout(new)
+            replicas = lay["replicas"]
+            ids = [r["id"] for r in replicas]
+            steps = {int(s): (label, [dict(c, replica=r) for c, r in zip(cells, ids, strict=True)])
+                     for s, label, cells in zip(lay["steps"], lay["step_labels"], lay["cells"], strict=True)}
+        else:
+            replicas, steps = _rows_layout(new)
         known = {r["id"] for r in self._replicas}
-        self._replicas += [r for r in lay["replicas"] if r["id"] not in known]
+        self._replicas += [r for r in replicas if r["id"] not in known]
         self._replicas.sort(key=lambda r: r["id"])
-        ids = [r["id"] for r in lay["replicas"]]
-        for s, label, cells in zip(lay["steps"], lay["step_labels"], lay["cells"], strict=True):
-            self._steps[int(s)] = (label, [dict(c, replica=r) for c, r in zip(cells, ids, strict=True)])
+        self._steps.update(steps)
         for s in sorted(self._steps)[:-self._window_size]:
             del self._steps[s]
         self._last = max(self._last, *self._steps)
@@ -218,3 +233,40 @@ def show_live(feed: Feed, *, interval: float = 0.5, window: int = 20, display: b
 
     show(live)
     return None
+
+
+def _rows_layout(rows: Mapping[str, list[Any]]) -> tuple[list[dict[str, Any]], dict[int, tuple[str, list[Any]]]]:
+    """The replicas and steps (label, cell per replica) that :func:`~vizdist.render.layout.split_layout` makes of
+    the trace of these rows, made from the rows themselves (no trace, no pandas: a refresh stays cheap).
+
+    ``rows`` holds one value per batch under ``step``, ``replica``, ``device``, ``n_elements``, ``ids`` (the
+    batch's source ids in order) and, for a ``vizdist.record()`` block, ``phase``, ``epoch``, ``epoch_step``.
+
+    Example:
+        >>> reps, steps = _rows_layout({"step": [4, 4], "replica": [1, 0], "device": ["/device:CPU:1", "CPU:0"],
+        ...                             "n_elements": [0, 2], "ids": [[], [8, 9]]})
+        >>> reps, steps[4][0], [(c["replica"], c["labels"], c["empty"]) for c in steps[4][1]]
+        ([{'id': 0, 'device': 'CPU:0'}, {'id': 1, 'device': 'CPU:1'}], '', [(0, ['8', '9'], False), (1, [], True)])
+    """
+    labelled = {"phase", "epoch", "epoch_step"} <= rows.keys()
+    devices: dict[int, str] = {}
+    steps: dict[int, tuple[str, dict[int, dict[str, Any]]]] = {}
+    cols = [rows["step"], rows["replica"], rows["device"], rows["n_elements"], rows["ids"]]
+    for i, (s, r, device, n, ids) in enumerate(zip(*cols, strict=True)):
+        s, r = int(s), int(r)
+        devices.setdefault(r, str(device))
+        if s not in steps:
+            steps[s] = (step_label(rows["phase"][i], rows["epoch"][i], rows["epoch_step"][i]) if labelled else "", {})
+        cell = steps[s][1].setdefault(r, _cell())
+        cell["ids"] += [int(x) for x in ids]
+        cell["labels"] += [str(int(x)) for x in ids]
+        cell.update(n=int(n), empty=int(n) == 0)
+    order = sorted(devices)
+    replicas = [{"id": r, "device": short_device(devices[r])} for r in order]
+    return replicas, {s: (label, [dict(cells.get(r) or _cell(), replica=r) for r in order])
+                      for s, (label, cells) in sorted(steps.items())}
+
+
+def _cell() -> dict[str, Any]:
+    """A (step, replica) cell before its rows are read, as :func:`~vizdist.render.layout.split_layout` starts it."""
+    return {"ids": [], "labels": [], "n": 0, "empty": False, "partial": False, "result": "", "workers": []}

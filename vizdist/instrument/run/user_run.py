@@ -485,55 +485,88 @@ class Recording:
         return memory if self.stream is None else self.stream.load(parts=parts, memory=memory)
 
     def recent(self, after: int = -1, max_steps: int = RECENT_STEPS) -> tuple[Trace | None, dict[str, Any]]:
-        """The newest steps after step ``after`` (at most ``max_steps``), and the block's status: what the live
-        explorer (:meth:`show`) follows. Reads only those steps, however long the run.
+        """The newest steps after step ``after`` (at most ``max_steps``), and the block's status. Reads only
+        those steps, however long the run (the rows of :meth:`recent_steps`, as a trace).
 
         Returns:
             ``(trace of those steps, or None when there is none, {"steps": steps so far, "ended": bool,
             "error": how the block ended or None})``.
         """
+        cols, status = self._newest(after, max_steps)
+        if cols is None:
+            return None, status
+        n = cols["n_elements"]
+        rows = np.repeat(np.arange(len(n)), n)
+        b = pd.DataFrame({k: cols[k] for k in ("step", "replica", "device", "n_elements", "dataset", "phase",
+                                               "epoch", "epoch_step")})
+        b.insert(4, "empty", n == 0)
+        e = pd.DataFrame({"step": cols["step"][rows], "replica": cols["replica"][rows],
+                          "device": cols["device"][rows], "source_id": cols["source_id"],
+                          "position": np.arange(len(rows)) - (np.cumsum(n) - n)[rows],
+                          **{k: cols[k][rows] for k in ("dataset", "phase", "epoch", "epoch_step")}})
+        meta = {"kind": "distribution", "api": "record", "strategy": self._strategy_name()}
+        return Trace(elements=e, batches=b, meta=meta), status
+
+    def recent_steps(self, after: int = -1, max_steps: int = RECENT_STEPS) -> tuple[dict[str, list[Any]] | None,
+                                                                                      dict[str, Any]]:
+        """What the live explorer (:meth:`show`) follows: the rows of :meth:`recent` as plain per-batch lists,
+        without building a trace (each refresh of a running ``fit`` costs well under a millisecond of pandas).
+
+        Returns:
+            ``({"step", "replica", "device", "n_elements", "phase", "epoch", "epoch_step": one value per
+            batch, "ids": each batch's source ids in order}, or None; the status of :meth:`recent`)``.
+        """
+        cols, status = self._newest(after, max_steps)
+        if cols is None:
+            return None, status
+        n = cols["n_elements"]
+        bounds = np.cumsum(n).tolist()
+        ids = cols["source_id"].tolist()
+        out = {k: cols[k].tolist() for k in ("step", "replica", "device", "n_elements", "phase", "epoch",
+                                             "epoch_step")}
+        out["ids"] = [ids[hi - k:hi] for k, hi in zip(n.tolist(), bounds, strict=True)]
+        return out, status
+
+    def _newest(self, after: int, max_steps: int) -> tuple[dict[str, np.ndarray] | None, dict[str, Any]]:
+        """The batches of the newest ``max_steps`` steps after ``after`` (one array per batch column, and
+        ``source_id``: their elements one after another), and the block's status."""
         with self.step_lock:
             status: dict[str, Any] = {"steps": self.epochs.n_steps, "ended": self.ended, "error": self.error}
             if self.epochs.n_steps - 1 <= after:
                 return None, status
-            frames = [self._tail(d, after, max_steps) for d in self.datasets]
+            tails = [self._tail(d, after, max_steps) for d in self.datasets]
             recent = self._recent
-        elements = [f[0] for f in frames if len(f[0])]
-        batches = [f[1] for f in frames if len(f[1])]
-        if recent is not None:
-            elements.append(recent.elements[recent.elements["step"] > after])
-            batches.append(recent.batches[recent.batches["step"] > after])
-        if not batches:
+        if recent is not None and len(recent.batches) and int(recent.batches["step"].max()) > after:
+            tails.append(_trace_columns(recent, after))
+        frames = [f for f in tails if f is not None and len(f["step"])]
+        if not frames:
             return None, status
-        b = pd.concat(batches, ignore_index=True)
-        keep = np.sort(b["step"].unique())[-max_steps:]
-        e = pd.concat(elements, ignore_index=True) if elements else pd.DataFrame()
-        meta = {"kind": "distribution", "api": "record", "strategy": self._strategy_name()}
-        return Trace(elements=e[e["step"].isin(keep)] if len(e) else e, batches=b[b["step"].isin(keep)],
-                     meta=meta), status
+        keep = np.sort(np.unique(np.concatenate([f["step"] for f in frames])))[-max_steps:]
+        cols: dict[str, list[np.ndarray]] = {}
+        for f in frames:
+            b = np.isin(f["step"], keep)
+            e = np.repeat(b, f["n_elements"])
+            for k, v in f.items():
+                cols.setdefault(k, []).append(v[e] if k == "source_id" else v[b])
+        return {k: np.concatenate(v) for k, v in cols.items()}, status
 
     def _strategy_name(self) -> str:
         return str(self.datasets[0].meta.get("strategy", "")) if self.datasets else ""
 
-    def _tail(self, d: DatasetRecord, after: int, max_steps: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """The newest batches of one dataset held in memory, after step ``after``, labelled."""
+    def _tail(self, d: DatasetRecord, after: int, max_steps: int) -> dict[str, np.ndarray] | None:
+        """The newest batches of one dataset held in memory, after step ``after``, labelled (see
+        :meth:`_newest`)."""
         t = d.reader.rec.tail(max_steps * max(len(d.reader.devices), 1))
         keep = t["step"] > after
         if not keep.any():
-            return pd.DataFrame(), pd.DataFrame()
+            return None
         n = t["n_elements"]
         serial, epoch, in_epoch = self.epochs.labels(t["step"])
         phase = np.array([self.epochs.passes[i]["phase"] for i in serial.tolist()], dtype=object)
-        b = pd.DataFrame({"step": t["step"], "replica": t["replica"], "device": t["device"], "n_elements": n,
-                          "empty": n == 0, "dataset": d.index, "phase": phase, "epoch": epoch,
-                          "epoch_step": in_epoch})[keep]
-        rows = np.repeat(np.arange(len(n)), n)
-        starts = np.cumsum(n) - n
-        e = pd.DataFrame({"step": t["step"][rows], "replica": t["replica"][rows],
-                          "device": np.asarray(t["device"], dtype=object)[rows], "source_id": t["source_id"],
-                          "position": np.arange(int(n.sum())) - starts[rows], "dataset": d.index,
-                          "phase": phase[rows], "epoch": epoch[rows], "epoch_step": in_epoch[rows]})
-        return e[keep[rows]], b
+        return {"step": t["step"][keep], "replica": t["replica"][keep],
+                "device": np.asarray(t["device"], dtype=object)[keep], "n_elements": n[keep],
+                "dataset": np.full(int(keep.sum()), d.index), "phase": phase[keep], "epoch": epoch[keep],
+                "epoch_step": in_epoch[keep], "source_id": t["source_id"][np.repeat(keep, n)]}
 
     def show(self, **kwargs: Any) -> Any:
         """Display the explorer following this block as it runs (JupyterLab): call it inside the block, or
@@ -549,7 +582,7 @@ class Recording:
         """
         from vizdist import views
 
-        return views.live_explorer(self.recent, **kwargs)
+        return views.live_explorer(self.recent_steps, **kwargs)
 
 
 def _from_vizdist() -> bool:
@@ -680,3 +713,18 @@ def _block_meta(rec: Recording, metas: list[dict[str, Any]], passes: list[dict[s
     if rec.error:
         meta["ended_by"] = rec.error
     return meta
+
+
+def _trace_columns(t: Trace, after: int) -> dict[str, np.ndarray]:
+    """The batches of ``t`` (a part's newest steps) after step ``after`` as the columns of
+    :meth:`Recording._newest`, each batch's ``n_elements`` its element rows."""
+    b = t.batches[t.batches["step"] > after].sort_values(["step", "replica"], kind="stable")
+    e = t.elements[t.elements["step"] > after].sort_values(["step", "replica", "position"], kind="stable")
+    ids = e.groupby(["step", "replica"], sort=False)["source_id"].agg(list).to_dict()
+    got = [ids.get((s, r), []) for s, r in zip(b["step"].tolist(), b["replica"].tolist(), strict=True)]
+    return {"step": b["step"].to_numpy(np.int64), "replica": b["replica"].to_numpy(np.int64),
+            "device": np.asarray(b["device"].astype(str), dtype=object),
+            "n_elements": np.array([len(g) for g in got], dtype=np.int64),
+            "dataset": b["dataset"].to_numpy(np.int64), "phase": np.asarray(b["phase"].astype(str), dtype=object),
+            "epoch": b["epoch"].to_numpy(np.int64), "epoch_step": b["epoch_step"].to_numpy(np.int64),
+            "source_id": np.array([i for g in got for i in g], dtype=np.int64)}
