@@ -171,6 +171,25 @@ def test_the_live_feed_reads_the_steps_just_written_to_a_part(tf, mirrored, tmp_
     assert from_parts >= 3
 
 
+def test_the_live_view_names_the_source_of_each_id(tf, mirrored, tmp_path):
+    """Two datasets concatenated number their elements 0.. each: the live cards tell them apart as the trace
+    does (``s0:4`` / ``s1:4``), also for a step read back from a part and with one step in view. The source of
+    each id follows from plain TF: the first dataset's 8 elements come first (``Dataset.concatenate``)."""
+    from vizdist.render.live import LiveExplorer
+
+    first, second = tf.data.Dataset.range(8), tf.data.Dataset.range(8).map(lambda v: v + 100)
+    with vizdist.record(path=str(tmp_path / "run"), part_elements=4) as rec:
+        live = LiveExplorer(rec.recent_steps, window=1, start=False)
+        it = iter(mirrored.experimental_distribute_dataset(first.concatenate(second).batch(4)))
+        for _ in range(4):
+            values = [v.numpy().tolist() for v in mirrored.experimental_local_results(next(it))]
+            live.refresh()
+            for card, got in zip(live.cards.children, values, strict=True):
+                want = [f"s0:{v}" if v < 100 else f"s1:{v - 100}" for v in got]
+                assert f"{len(got)} element(s)<br>{', '.join(want)}" in card.value
+    live.close()
+
+
 def test_a_planted_link_is_neither_written_through_nor_read(tf, mirrored, tmp_path):
     folder, victim = tmp_path / "run", tmp_path / "victim"
     victim.mkdir()

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from vizdist._optional import require
 from vizdist.render.html import cell_html
-from vizdist.render.layout import short_device, split_layout, step_label
+from vizdist.render.layout import element_label, short_device, split_layout, step_label
 from vizdist.trace import Trace
 
 __all__ = ["MAX_CORE_SHARE", "MAX_WAIT_S", "Feed", "LiveExplorer", "next_wait", "show_live"]
@@ -55,7 +55,7 @@ MAX_WAIT_S = 1.0
 
 #: ``feed(after, max_steps) -> (the newest steps after ``after`` (a trace, or rows: see :func:`_rows_layout`),
 #: or None; status)``.
-Feed = Callable[[int, int], "tuple[Trace | Mapping[str, list[Any]] | None, dict[str, Any]]"]
+Feed = Callable[[int, int], "tuple[Trace | Mapping[str, Any] | None, dict[str, Any]]"]
 
 
 def next_wait(cost_s: float, interval: float) -> float:
@@ -135,7 +135,7 @@ class LiveExplorer(widgets.VBox):  # type: ignore[misc]  # the base class comes 
                         self._render(newest)
         return self._ended
 
-    def _take(self, new: Trace | Mapping[str, list[Any]]) -> None:
+    def _take(self, new: Trace | Mapping[str, Any]) -> None:
         if isinstance(new, Trace):
             lay = split_layout(new)
             replicas = lay["replicas"]
@@ -235,12 +235,15 @@ def show_live(feed: Feed, *, interval: float = 0.5, window: int = 20, display: b
     return None
 
 
-def _rows_layout(rows: Mapping[str, list[Any]]) -> tuple[list[dict[str, Any]], dict[int, tuple[str, list[Any]]]]:
+def _rows_layout(rows: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[int, tuple[str, list[Any]]]]:
     """The replicas and steps (label, cell per replica) that :func:`~vizdist.render.layout.split_layout` makes of
     the trace of these rows, made from the rows themselves (no trace, no pandas: a refresh stays cheap).
 
     ``rows`` holds one value per batch under ``step``, ``replica``, ``device``, ``n_elements``, ``ids`` (the
-    batch's source ids in order) and, for a ``vizdist.record()`` block, ``phase``, ``epoch``, ``epoch_step``.
+    batch's source ids in order), optionally ``sources``, ``files``, ``lines`` (each id's source, file and
+    line: labelled as the trace labels them; ``multi_source``: label ids by source even when the rows hold
+    one) and, for a ``vizdist.record()`` block, ``phase``, ``epoch``,
+    ``epoch_step``.
 
     Example:
         >>> reps, steps = _rows_layout({"step": [4, 4], "replica": [1, 0], "device": ["/device:CPU:1", "CPU:0"],
@@ -251,20 +254,30 @@ def _rows_layout(rows: Mapping[str, list[Any]]) -> tuple[list[dict[str, Any]], d
     labelled = {"phase", "epoch", "epoch_step"} <= rows.keys()
     devices: dict[int, str] = {}
     steps: dict[int, tuple[str, dict[int, dict[str, Any]]]] = {}
-    cols = [rows["step"], rows["replica"], rows["device"], rows["n_elements"], rows["ids"]]
-    for i, (s, r, device, n, ids) in enumerate(zip(*cols, strict=True)):
+    cols = [rows["step"], rows["replica"], rows["device"], rows["n_elements"], rows["ids"], _element_labels(rows)]
+    for i, (s, r, device, n, ids, names) in enumerate(zip(*cols, strict=True)):
         s, r = int(s), int(r)
         devices.setdefault(r, str(device))
         if s not in steps:
             steps[s] = (step_label(rows["phase"][i], rows["epoch"][i], rows["epoch_step"][i]) if labelled else "", {})
         cell = steps[s][1].setdefault(r, _cell())
         cell["ids"] += [int(x) for x in ids]
-        cell["labels"] += [str(int(x)) for x in ids]
+        cell["labels"] += names
         cell.update(n=int(n), empty=int(n) == 0)
     order = sorted(devices)
     replicas = [{"id": r, "device": short_device(devices[r])} for r in order]
     return replicas, {s: (label, [dict(cells.get(r) or _cell(), replica=r) for r in order])
                       for s, (label, cells) in sorted(steps.items())}
+
+
+def _element_labels(rows: Mapping[str, Any]) -> list[list[str]]:
+    """Each batch's element labels, as :func:`~vizdist.render.layout.split_layout` writes them (``s1:7`` when
+    the ids come from several sources, ``file:line`` for a file's line)."""
+    if "sources" not in rows:
+        return [[str(int(x)) for x in ids] for ids in rows["ids"]]
+    multi = bool(rows.get("multi_source")) or len({int(x) for src in rows["sources"] for x in src}) > 1
+    return [[element_label(int(i), int(src), str(f), int(ln), multi) for i, src, f, ln in zip(*b, strict=True)]
+            for b in zip(rows["ids"], rows["sources"], rows["files"], rows["lines"], strict=True)]
 
 
 def _cell() -> dict[str, Any]:

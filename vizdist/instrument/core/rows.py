@@ -496,7 +496,8 @@ class Recorder:
 
     def tail(self, batches: int) -> dict[str, Any]:
         """The last ``batches`` batches: ``step``, ``replica``, ``n_elements``, ``device`` (one per batch) and
-        ``source_id`` (their elements, one after another, tags decoded).
+        ``source_id``, ``source``, ``source_file``, ``source_line`` (their elements, one after another, tags
+        decoded).
 
         Cheap at any length (it reads only those batches): what a live view of a long run follows.
 
@@ -510,10 +511,28 @@ class Recorder:
         lo = max(self._n - batches, 0)
         n = self._ints["n_elements"].array(lo).astype(np.int64)
         raw = self._ids.array(self._n_total - int(n.sum()))
-        ids = (np.asarray(self._decode(raw)["source_id"], dtype=np.int64) if self._decode is not None and len(raw)
-               else raw)
-        return {"step": self._ints["step"].array(lo), "replica": self._ints["replica"].array(lo).astype(np.int64),
-                "n_elements": n, "device": self._texts["device"].values(lo), "source_id": ids}
+        out = {"step": self._ints["step"].array(lo), "replica": self._ints["replica"].array(lo).astype(np.int64),
+               "n_elements": n, "device": self._texts["device"].values(lo)}
+        return {**out, **self._tail_sources(raw, lo, n)}
+
+    def _tail_sources(self, raw: np.ndarray, lo: int, n: np.ndarray) -> dict[str, np.ndarray]:
+        """``source_id``, ``source``, ``source_file``, ``source_line`` of the elements of :meth:`tail`, the
+        batches from ``lo`` on (``n`` elements each): tags decoded, or the sources given with each batch."""
+        out = {"source_id": np.array(raw, dtype=np.int64), "source": np.zeros(len(raw), np.int64),
+               "source_file": np.full(len(raw), "", dtype=object), "source_line": np.full(len(raw), -1, np.int64)}
+        given: list[tuple[int, int, Any]]
+        if self._decode is not None and len(raw):
+            given = [(0, len(raw), self._decode(raw))]
+        else:
+            starts = (np.cumsum(n) - n).tolist()
+            given = [(s0, s0 + k, self._files.get(lo + i)) for i, (s0, k) in enumerate(zip(starts, n.tolist(),
+                                                                                             strict=True))]
+        keys = ("source", "source_line", "source_file") + (("source_id",) if self._decode is not None else ())
+        for s0, s1, g in given:
+            for k in keys if g else ():
+                if k in g:  # as _fill_sources reads them
+                    out[k][s0:s1] = np.asarray(g[k], dtype=object if k == "source_file" else np.int64)
+        return out
 
     def _batches(self, global_batch_size: int | None, totals: Any) -> pd.DataFrame:
         ints, texts = self._ints, self._texts

@@ -63,6 +63,8 @@ __all__ = ["PHASES", "TIMING_NOTE", "DatasetRecord", "Recording", "RecordingWarn
 PHASES = ("train", "validation", "evaluate", "predict", "build", "loop")
 #: Steps the live explorer (``rec.show()``) holds: the newest ones.
 RECENT_STEPS = 50
+#: The columns :meth:`Recording.recent` and :meth:`Recording.recent_steps` read per element (the rest per batch).
+ELEMENT_COLUMNS = ("source_id", "source", "source_file", "source_line")
 _keys = itertools.count()
 _active: Recording | None = None
 _patch_lock = threading.Lock()
@@ -501,30 +503,35 @@ class Recording:
                                                "epoch", "epoch_step")})
         b.insert(4, "empty", n == 0)
         e = pd.DataFrame({"step": cols["step"][rows], "replica": cols["replica"][rows],
-                          "device": cols["device"][rows], "source_id": cols["source_id"],
+                          "device": cols["device"][rows], **{k: cols[k] for k in ELEMENT_COLUMNS},
                           "position": np.arange(len(rows)) - (np.cumsum(n) - n)[rows],
                           **{k: cols[k][rows] for k in ("dataset", "phase", "epoch", "epoch_step")}})
         meta = {"kind": "distribution", "api": "record", "strategy": self._strategy_name()}
         return Trace(elements=e, batches=b, meta=meta), status
 
-    def recent_steps(self, after: int = -1, max_steps: int = RECENT_STEPS) -> tuple[dict[str, list[Any]] | None,
+    def recent_steps(self, after: int = -1, max_steps: int = RECENT_STEPS) -> tuple[dict[str, Any] | None,
                                                                                       dict[str, Any]]:
         """What the live explorer (:meth:`show`) follows: the rows of :meth:`recent` as plain per-batch lists,
         without building a trace (each refresh of a running ``fit`` costs well under a millisecond of pandas).
 
         Returns:
             ``({"step", "replica", "device", "n_elements", "phase", "epoch", "epoch_step": one value per
-            batch, "ids": each batch's source ids in order}, or None; the status of :meth:`recent`)``.
+            batch; "ids", "sources", "files", "lines": each batch's source ids, their sources, files and lines
+            (``""`` and -1: not a file's line), in batch order; "multi_source": a dataset of the block reads
+            several sources}, or None; the status of :meth:`recent`)``.
         """
         cols, status = self._newest(after, max_steps)
         if cols is None:
             return None, status
         n = cols["n_elements"]
         bounds = np.cumsum(n).tolist()
-        ids = cols["source_id"].tolist()
         out = {k: cols[k].tolist() for k in ("step", "replica", "device", "n_elements", "phase", "epoch",
                                              "epoch_step")}
-        out["ids"] = [ids[hi - k:hi] for k, hi in zip(n.tolist(), bounds, strict=True)]
+        for name, k in (("ids", "source_id"), ("sources", "source"), ("files", "source_file"),
+                        ("lines", "source_line")):
+            v = cols[k].tolist()
+            out[name] = [v[hi - m:hi] for m, hi in zip(n.tolist(), bounds, strict=True)]
+        out["multi_source"] = any(len(d.info.get("sources") or ()) > 1 for d in self.datasets)
         return out, status
 
     def _newest(self, after: int, max_steps: int) -> tuple[dict[str, np.ndarray] | None, dict[str, Any]]:
@@ -547,7 +554,7 @@ class Recording:
             b = np.isin(f["step"], keep)
             e = np.repeat(b, f["n_elements"])
             for k, v in f.items():
-                cols.setdefault(k, []).append(v[e] if k == "source_id" else v[b])
+                cols.setdefault(k, []).append(v[e] if k in ELEMENT_COLUMNS else v[b])
         return {k: np.concatenate(v) for k, v in cols.items()}, status
 
     def _strategy_name(self) -> str:
@@ -566,7 +573,7 @@ class Recording:
         return {"step": t["step"][keep], "replica": t["replica"][keep],
                 "device": np.asarray(t["device"], dtype=object)[keep], "n_elements": n[keep],
                 "dataset": np.full(int(keep.sum()), d.index), "phase": phase[keep], "epoch": epoch[keep],
-                "epoch_step": in_epoch[keep], "source_id": t["source_id"][np.repeat(keep, n)]}
+                "epoch_step": in_epoch[keep], **{k: t[k][np.repeat(keep, n)] for k in ELEMENT_COLUMNS}}
 
     def show(self, **kwargs: Any) -> Any:
         """Display the explorer following this block as it runs (JupyterLab): call it inside the block, or
@@ -720,11 +727,14 @@ def _trace_columns(t: Trace, after: int) -> dict[str, np.ndarray]:
     :meth:`Recording._newest`, each batch's ``n_elements`` its element rows."""
     b = t.batches[t.batches["step"] > after].sort_values(["step", "replica"], kind="stable")
     e = t.elements[t.elements["step"] > after].sort_values(["step", "replica", "position"], kind="stable")
-    ids = e.groupby(["step", "replica"], sort=False)["source_id"].agg(list).to_dict()
-    got = [ids.get((s, r), []) for s, r in zip(b["step"].tolist(), b["replica"].tolist(), strict=True)]
+    by_batch = e.groupby(["step", "replica"], sort=False)
+    keys = list(zip(b["step"].tolist(), b["replica"].tolist(), strict=True))
+    got = {k: [v.get(key, []) for key in keys]
+           for k, v in ((k, by_batch[k].agg(list).to_dict()) for k in ELEMENT_COLUMNS)}
     return {"step": b["step"].to_numpy(np.int64), "replica": b["replica"].to_numpy(np.int64),
             "device": np.asarray(b["device"].astype(str), dtype=object),
-            "n_elements": np.array([len(g) for g in got], dtype=np.int64),
+            "n_elements": np.array([len(g) for g in got["source_id"]], dtype=np.int64),
             "dataset": b["dataset"].to_numpy(np.int64), "phase": np.asarray(b["phase"].astype(str), dtype=object),
             "epoch": b["epoch"].to_numpy(np.int64), "epoch_step": b["epoch_step"].to_numpy(np.int64),
-            "source_id": np.array([i for g in got for i in g], dtype=np.int64)}
+            **{k: np.array([i for g in got[k] for i in g], dtype=object if k == "source_file" else np.int64)
+               for k in ELEMENT_COLUMNS}}
