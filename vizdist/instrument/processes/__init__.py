@@ -1,6 +1,8 @@
 """Every process vizdist starts (above ``observe/``).
 
-``supervisor.py`` starts, watches and always cleans up every child; ``cluster.py`` is ``LocalCluster`` (and
+``supervisor.py`` starts, watches and always cleans up every child (``limits.py``: the bounds on every wait and
+the checks the launchers share; ``janitor.py``: folders removed if this process dies; ``namespace.py``: the
+private network children may join); ``cluster.py`` is ``LocalCluster`` (and
 ``_worker_main.py`` one of its tasks); ``jobfiles.py`` spells once each file a launcher and its children
 exchange, and ``documents.py`` types the JSON ones (``RunSpec``, ``TaskResult``, ``TaskError``, ``Stopped``:
 checked on read); ``shards.py`` writes and reads one worker's shard of a trace. Imports ``core/`` and ``observe/``.
