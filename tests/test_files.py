@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 import vizdist
-from vizdist import _files
-from vizdist import trace as trace_module
+from vizdist import _files, _tracefiles
 from vizdist.render import export
 
 ROOT = Path(vizdist.__file__).parent
@@ -120,7 +119,7 @@ def test_a_shard_swapped_for_a_link_to_a_fifo_after_the_listing_is_refused_not_h
     os.symlink(fifo, tmp_path / "worker-worker-00001.json")  # a link to a FIFO
     os.mkfifo(tmp_path / "worker-worker-00002.json")          # a FIFO in place of a shard
     # The folder was listed and checked before the swap: the check saw regular files.
-    monkeypatch.setattr(trace_module, "_folder_entry", lambda c: (c.name.endswith(".json"), ""))
+    monkeypatch.setattr(_tracefiles, "folder_entry", lambda c: (c.name.endswith(".json"), ""))
     out: list[object] = []
 
     def load() -> None:

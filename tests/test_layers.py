@@ -1,6 +1,7 @@
 """The layers stay clean: who may import whom, checked on the source (AST), at any depth.
 
-    instrument/ (the only TensorFlow importer)  ->  trace (trace.py, contract.py, errors.py)
+    instrument/ (the only TensorFlow importer)  ->  trace (trace.py, _tables.py, _head.py, _tracefiles.py,
+                                                             contract.py, _metavalues.py, _jsontypes.py, errors.py)
         ->  analysis (analysis/, diagnose.py, checks/)  ->  render/
 
 Data flows along the arrows; imports go against them: ``render`` reads the
@@ -79,7 +80,7 @@ def layer(module: str) -> str:
     if first in ("analysis", "diagnose", "checks", "trace_diff"):
         return "analysis"
     if first in ("trace", "contract", "errors", "_optional", "_version", "_files", "_loadcheck", "views", "accessor",
-                 "_clip", "_storage", "_parts"):
+                 "_clip", "_storage", "_parts", "_tables", "_head", "_tracefiles", "_metavalues", "_jsontypes"):
         return "trace"
     return "entry"  # the package itself and cli.py
 

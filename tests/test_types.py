@@ -14,7 +14,9 @@ ROOT = Path(__file__).resolve().parents[1]
 #: checked strictly (pyproject.toml's [tool.mypy] holds the rest of the settings).
 #: The run engine is here too; the modules they import are read for their types, but their own errors
 #: (TF ships no stubs) are not reported here: ``--follow-imports=silent``.
-STRICT = ["vizdist/contract.py", "vizdist/trace.py", "vizdist/views.py", "vizdist/accessor.py", "vizdist/instrument/core/engine.py", "vizdist/instrument/run/observers.py"]
+STRICT = ["vizdist/contract.py", "vizdist/_metavalues.py", "vizdist/_jsontypes.py", "vizdist/trace.py",
+          "vizdist/_tables.py", "vizdist/_head.py", "vizdist/_tracefiles.py", "vizdist/views.py", "vizdist/accessor.py",
+          "vizdist/instrument/core/engine.py", "vizdist/instrument/run/observers.py"]
 
 
 def test_mypy_whole_package_passes():

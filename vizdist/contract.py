@@ -248,14 +248,43 @@ Example:
 
 from __future__ import annotations
 
-import functools
-import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypedDict
 
+from vizdist._jsontypes import MISSING, describe, misfit, short, type_hints
+from vizdist._metavalues import (
+    BadResult,
+    BadRow,
+    ClosureRecord,
+    ClusterMeta,
+    CollectiveOp,
+    DistributedValuesMeta,
+    FailedElement,
+    FailedReplica,
+    FailedStep,
+    LossScalingRow,
+    LostTask,
+    NetworkMeta,
+    NonfiniteOp,
+    NumericsMeta,
+    PlacementCopy,
+    PlacementMeta,
+    PlacementOp,
+    ReductionMeta,
+    ServiceRead,
+    SkippedFile,
+    Stall,
+    StoppedWorker,
+    TimingMeta,
+    TPUCore,
+    TPUHost,
+    TPUMeta,
+)
 from vizdist.errors import TraceFormatError
 
+# The structured values inside the meta's keys live in vizdist/_metavalues.py, the checking of a value against its
+# type in vizdist/_jsontypes.py; the values are importable from here, as before.
 __all__ = [
     "JOINS",
     "KINDS", "BadResult", "BadRow", "ClosureRecord", "ClusterMeta", "CollectiveOp", "CommonMeta", "DataServiceMeta",
@@ -267,309 +296,6 @@ __all__ = [
     "recording_call",
     "validate_meta",
 ]
-
-
-class ClusterMeta(TypedDict, total=False):
-    """``meta["cluster"]``: the ``LocalCluster`` that ran the tasks."""
-
-    mode: str
-    workers: int
-    ps: int
-    chief: int
-
-
-class TimingMeta(TypedDict, total=False):
-    """``meta["timing"]``: how the ``events`` times were measured.
-
-    ``clock``, ``anchor`` (the process's perf_counter -> Unix epoch anchor), ``worker``, ``notes``;
-    ``xplane`` (TF profiler spans are in ``events``), ``xplane_error`` (why not), ``xplane_clock``;
-    ``profile_start_time`` / ``profile_stop_time`` (int: the profiler's window, Unix epoch ns, from
-    its ``Task Environment`` plane) and ``profiled_steps`` (int: the steps the profiler window covered,
-    from step 0).
-    """
-
-    clock: str
-    anchor: dict[str, Any]
-    worker: int
-    notes: list[str]
-    xplane: bool
-    xplane_error: str
-    xplane_clock: str
-    profile_start_time: int
-    profile_stop_time: int
-    profiled_steps: int
-
-
-class _StoppedWorkerRequired(TypedDict):
-    worker: int
-    after_elements: int
-
-
-class StoppedWorker(_StoppedWorkerRequired, total=False):
-    """One entry of ``meta["stopped_workers"]``: a service worker vizdist stopped on purpose."""
-
-    t_ns: int
-
-
-class _StallRequired(TypedDict):
-    consumers: list[int]
-    after_s: float
-    elements_received: int
-
-
-class Stall(_StallRequired, total=False):
-    """``meta["stall"]``: consumers that waited ``after_s`` seconds for an element that never came."""
-
-    alive_workers: list[int]
-
-
-class SkippedFile(TypedDict):
-    """One entry of ``meta["skipped"]``: a file of a shard folder that was not merged."""
-
-    path: str
-    reason: str
-
-
-class PlacementOp(TypedDict, total=False):
-    """One row of ``meta["placement"]["ops"]``: an op that ran on one device."""
-
-    stage: str
-    kind: str
-    op_type: str
-    op_name: str
-    graph: str
-    device: str
-    count: int
-    first_step: int
-    last_step: int
-    nonfinite: int
-
-
-class PlacementCopy(TypedDict, total=False):
-    """One entry of ``meta["placement"]["copies"]``: data moved from ``src`` to ``dst``."""
-
-    src: str
-    dst: str
-    via: str
-    count: int
-
-
-class BadRow(TypedDict, total=False):
-    """One row of a per-replica batch that held a NaN or an Inf."""
-
-    step: int
-    replica: int
-    position: int
-    device: str
-    leaf: int
-
-
-class BadResult(TypedDict, total=False):
-    """A replica whose step result held a NaN or an Inf."""
-
-    step: int
-    replica: int
-
-
-class NonfiniteOp(TypedDict, total=False):
-    """The earliest op whose output held a NaN or an Inf (TF's debugger)."""
-
-    op_type: str
-    op_name: str
-    graph: str
-    device: str
-    stage: str
-    kind: str
-    step: int
-
-
-class FailedReplica(TypedDict, total=False):
-    """One replica's batch of the step that raised."""
-
-    replica: int
-    device: str
-    source_ids: list[int]
-    nonfinite_positions: list[int]
-
-
-class FailedStep(TypedDict, total=False):
-    """The step that raised (``arrived``: its batch had reached the replicas)."""
-
-    step: int
-    arrived: bool
-    replicas: list[FailedReplica]
-
-
-class FailedElement(TypedDict, total=False):
-    """The element a ``map`` or ``filter`` of the input pipeline raised on (``vizdist.instrument.ids.map_failure``)."""
-
-    function: str
-    map_index: int
-    source_ids: list[int]
-    source_files: list[str]
-    source_lines: list[int]
-    epochs: list[int]
-    op_name: str
-    op_type: str
-    devices: list[str]
-    message: str
-    checked: int
-    how: str
-
-
-class NumericsMeta(TypedDict, total=False):
-    """``meta["placement"]["numerics"]``: NaN/Inf seen in the run."""
-
-    bad_rows: list[BadRow]
-    bad_results: list[BadResult]
-    first_nonfinite_op: NonfiniteOp | None
-    error: str | None
-    failed_step: FailedStep | None
-    failed_element: FailedElement | None
-
-
-class LossScalingRow(TypedDict, total=False):
-    """One step of ``meta["loss_scaling"]`` (:func:`vizdist.trace_loss_scaling`)."""
-
-    step: int
-    n: list[int]
-    compute_average_loss: list[float]
-    per_replica_mean: list[float | None]
-    reduced_compute_average_loss: float
-    reduced_per_replica_mean: float | None
-    expected: float | None
-    global_batch_size: int | None
-
-
-class DistributedValuesMeta(TypedDict, total=False):
-    """One entry of ``meta["distributed_values"]``: a ``DistributedValues`` and its components."""
-
-    type: str
-    components: list[dict[str, Any]]
-
-
-class PlacementMeta(TypedDict, total=False):
-    """``meta["placement"]``: where every op of the run executed (TF's debugger)."""
-
-    mode: str
-    source: str
-    ops: list[PlacementOp]
-    copies: list[PlacementCopy]
-    host: str
-    devices: list[str]
-    batch_devices: list[str]
-    step_names: list[str]
-    steps_marked: int
-    notes: list[str]
-    cost_s: dict[str, float]
-    numerics: NumericsMeta
-
-
-class CollectiveOp(TypedDict, total=False):
-    """One collective op a reduction ran (``CollectiveReduceV2`` ...), read from the graph TF built."""
-
-    op_type: str
-    op_name: str
-    device: str
-    communication_hint: str
-    group_size: int | None
-    implementation: str
-
-
-class ReductionMeta(TypedDict, total=False):
-    """One entry of ``meta["reductions"]``: one reduction, input per device to result per destination."""
-
-    call: str
-    reduce_op: str
-    axis: int | None
-    cross_device_ops: str
-    inputs: list[dict[str, Any]]
-    destinations: list[str]
-    results: list[dict[str, Any]]
-    expected: Any
-    ops: list[PlacementOp]
-    note: str
-    workers: list[int]
-    collectives: list[CollectiveOp]
-    communication: dict[str, Any]
-
-
-class ServiceRead(TypedDict, total=False):
-    """One entry of ``meta["services"]``: a read from the tf.data service inside the traced pipeline."""
-
-    sharding_policy: str
-    processing_mode: str
-    address: str
-    job_name: str
-    traced_job_name: str
-    num_workers: int | None
-    worker_attribution: str
-    exact: bool
-    note: str
-
-
-class NetworkMeta(TypedDict, total=False):
-    """``meta["network"]``: addresses advertised per job, listened on per task, and isolation."""
-
-    addresses: dict[str, list[str]]
-    listening: dict[str, list[str]]
-    connections: dict[str, list[str]]
-    isolated: bool
-    resolver: str
-    rpc_layer: str
-
-
-class TPUCore(TypedDict, total=False):
-    """One TPU core of a host (``meta["tpu"]["hosts"][i]["cores"]``)."""
-
-    core: int
-    device: str
-    coordinates: list[int]
-
-
-class TPUHost(TypedDict, total=False):
-    """One TPU host (a ``worker`` task) and its cores."""
-
-    task: int
-    address: str
-    cpu_device: str
-    cores: list[TPUCore]
-
-
-class TPUMeta(TypedDict, total=False):
-    """``meta["tpu"]``: the hosts and cores of a TPU run (from ``tf.tpu.experimental.Topology``)."""
-
-    job: str
-    accelerator: str
-    mesh_shape: list[int]
-    num_hosts: int
-    cores_per_host: int
-    num_cores: int
-    hosts: list[TPUHost]
-
-
-class _LostTaskRequired(TypedDict):
-    task: str
-    how: str
-    after_s: float
-
-
-class LostTask(_LostTaskRequired, total=False):
-    """One entry of ``meta["lost_tasks"]``: a cluster task that died while the run went on."""
-
-
-class _ClosureRequired(TypedDict):
-    closure: int
-    worker: int
-    status: str
-
-
-class ClosureRecord(_ClosureRequired, total=False):
-    """One entry of ``meta["closures"]``: a function scheduled on a ``ClusterCoordinator``."""
-
-    error: str
-    result: Any
-    attempts: list[dict[str, Any]]
 
 
 class CommonMeta(TypedDict, total=False):
@@ -757,7 +483,6 @@ def join_reductions(metas: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]] 
     return joined
 
 
-
 #: Meta keys whose values differ per shard by design and *join* when ``Trace.merge`` joins the shards
 #: (every other key is kept only where all shards agree): key -> ``join(metas) -> value or None``.
 JOINS: dict[str, Callable[[Sequence[Mapping[str, Any]]], Any]] = {"reductions": join_reductions}
@@ -810,74 +535,6 @@ def infer_kind(meta: Mapping[str, Any]) -> str:
     return "distribution"
 
 
-@functools.cache
-def _hints(td: type) -> dict[str, Any]:
-    return typing.get_type_hints(td)
-
-
-def _describe(tp: Any) -> str:
-    if typing.is_typeddict(tp):
-        return "an object"
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join("null" if a is type(None) else _describe(a) for a in args)
-    if origin is list:
-        return f"a list of {_describe(args[0])}" if args and args[0] is not Any else "a list"
-    if origin is dict or tp is dict:
-        return "an object"
-    return "a number" if tp is float else getattr(tp, "__name__", str(tp))
-
-
-class _Missing:
-    def __repr__(self) -> str:
-        return "nothing"
-
-
-_MISSING = _Missing()
-Problem = tuple[str, Any, Any]  # (key path, the value there, the type the contract gives it)
-
-
-def _problem(value: Any, tp: Any, where: str) -> Problem | None:
-    """None when ``value`` fits ``tp``, else the innermost place where it does not."""
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if tp is Any:
-        return None
-    if origin in (typing.Union, types.UnionType):
-        inner = [_problem(value, a, where) for a in args]
-        if any(p is None for p in inner):
-            return None
-        deeper = [p for p in inner if p is not None and p[0] != where]
-        return deeper[0] if deeper else (where, value, tp)
-    if typing.is_typeddict(tp):
-        if not isinstance(value, dict):
-            return where, value, tp
-        hints = _hints(tp)
-        missing = sorted(tp.__required_keys__ - value.keys())
-        if missing:
-            return f"{where}.{missing[0]}", _MISSING, hints[missing[0]]
-        return next((p for k, v in value.items() if k in hints
-                     if (p := _problem(v, hints[k], f"{where}.{k}")) is not None), None)
-    if origin is list:
-        if not isinstance(value, list):
-            return where, value, tp
-        return next((p for i, v in enumerate(value)
-                     if (p := _problem(v, args[0], f"{where}[{i}]")) is not None), None)
-    if tp is float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    elif tp is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif tp is type(None):
-        ok = value is None
-    else:
-        ok = isinstance(value, origin or tp)
-    return None if ok else (where, value, tp)
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
 def validate_meta(meta: Mapping[str, Any], *, source: str = "trace meta") -> TraceMeta:
     """Check ``meta`` against the contract; return it (a new dict) with ``kind`` set.
 
@@ -897,16 +554,16 @@ def validate_meta(meta: Mapping[str, Any], *, source: str = "trace meta") -> Tra
     out = {"kind": kind, **{k: v for k, v in meta.items() if k != "kind"}}
     if not isinstance(kind, str) or kind not in KINDS:
         raise TraceFormatError(
-            f"{source}: key 'kind' is {_short(kind)}; vizdist knows {sorted(KINDS)}. "
+            f"{source}: key 'kind' is {short(kind)}; vizdist knows {sorted(KINDS)}. "
             "Is the trace from a newer vizdist? Upgrade vizdist, or re-record it.")
-    hints = _hints(KINDS[kind])
+    hints = type_hints(KINDS[kind])
     for key, value in out.items():
-        problem = _problem(value, hints[key], key) if key in hints else None
+        problem = misfit(value, hints[key], key) if key in hints else None
         if problem is not None:
             where, bad, tp = problem
             raise TraceFormatError(
-                f"{source}: key {_short(where)} must be {_describe(tp)}; got "
-                + ("nothing (the key is missing)." if bad is _MISSING else f"{_short(bad)} ({type(bad).__name__})."))
+                f"{source}: key {short(where)} must be {describe(tp)}; got "
+                + ("nothing (the key is missing)." if bad is MISSING else f"{short(bad)} ({type(bad).__name__})."))
     for i, shard in enumerate(out.get("shards") or []):
         validate_meta(shard, source=f"{source} (shards[{i}])")
     return typing.cast(TraceMeta, out)  # checked above against its kind's keys, each a TraceMeta key

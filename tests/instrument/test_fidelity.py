@@ -22,24 +22,10 @@ import pytest
 import vizdist
 from tests.instrument._model_log import Log, spy_layer
 
-pytestmark = pytest.mark.filterwarnings("ignore:`shuffle=True` was passed",
-                                        "ignore:Your input ran out of data")
+pytestmark = [pytest.mark.filterwarnings("ignore:`shuffle=True` was passed", "ignore:Your input ran out of data"),
+              pytest.mark.usefixtures("no_global_seed_after")]  # each run sets Keras's global seed
 
 REPLICAS = 4
-
-
-@pytest.fixture(autouse=True)
-def _no_global_seed_after(tf):
-    """Each run sets Keras's (and so TF's) global seed; later tests in this process must not inherit it."""
-    yield
-    tf.random.set_seed(None)
-
-
-@pytest.fixture(scope="module")
-def keras(tf):
-    import keras
-
-    return keras
 
 
 class Run:

@@ -14,13 +14,6 @@ import vizdist
 pytestmark = pytest.mark.filterwarnings("ignore::vizdist.errors.RecordingWarning")
 
 
-@pytest.fixture(scope="module")
-def keras(tf):
-    import keras
-
-    return keras
-
-
 def _error(fn) -> str:
     try:
         fn()

@@ -20,22 +20,10 @@ import vizdist
 from tests.instrument._model_log import Log, spy_layer
 from tests.instrument.test_user_run import _recorded_steps
 
-pytestmark = pytest.mark.filterwarnings("ignore:`shuffle=True` was passed")
+pytestmark = [pytest.mark.filterwarnings("ignore:`shuffle=True` was passed"),
+              pytest.mark.usefixtures("no_global_seed_after")]  # _model sets Keras's global seed
 
 REPLICAS = 4
-
-
-@pytest.fixture(autouse=True)
-def _no_global_seed_after(tf):
-    yield
-    tf.random.set_seed(None)
-
-
-@pytest.fixture(scope="module")
-def keras(tf):
-    import keras
-
-    return keras
 
 
 def _model(tf, keras, strategy, log: Log):

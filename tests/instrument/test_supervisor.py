@@ -17,6 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from vizdist.instrument.processes import namespace
 from vizdist.instrument.processes import supervisor as sv
 
 
@@ -216,7 +217,7 @@ def test_namespace_works_for_a_non_root_user() -> None:
     try:
         os.chmod(folder, 0o755)
         Path(folder, "nscheck.py").write_text(_NSCHECK)
-        Path(folder, "code.json").write_text(json.dumps([sv._HOLDER, sv._BOOT, folder]))
+        Path(folder, "code.json").write_text(json.dumps([namespace._HOLDER, sv._BOOT, folder]))
         Path(folder, "as_nobody.py").write_text(_AS_NOBODY)
         for f in Path(folder).iterdir():
             f.chmod(stat.S_IRUSR | stat.S_IWUSR | stat.S_IRGRP | stat.S_IROTH)

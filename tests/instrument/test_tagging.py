@@ -226,18 +226,18 @@ def test_file_index_is_the_position_in_the_list(tf, monkeypatch, scan, buckets):
     """Each name maps to its first position in the list, by comparing names (few files) or by a
     fingerprint search (many), also when fingerprints collide (3 buckets for 40 names); a name not
     in the list gets ``len(files)``."""
-    from vizdist.instrument.ids import tagging
+    from vizdist.instrument.ids.handlers import files as tagging_files
 
     if not scan:
-        monkeypatch.setattr(tagging, "SCAN_FILES", 0)
+        monkeypatch.setattr(tagging_files, "SCAN_FILES", 0)
     if buckets is not None:
-        monkeypatch.setattr(tagging, "FINGERPRINT_BUCKETS", buckets)
+        monkeypatch.setattr(tagging_files, "FINGERPRINT_BUCKETS", buckets)
     files = [f"/data/part-{i:03d}" for i in range(40)] + ["/data/part-007"]
-    index = tagging.file_index_fn(files)
+    index = tagging_files.file_index_fn(files)
     names = tf.data.Dataset.from_tensor_slices([*files, "/data/other", ""])
     expected = [files.index(f) for f in files] + [len(files), len(files)]
     assert [int(i) for i in names.map(index)] == expected
-    assert int(tagging.file_index_fn([])(tf.constant("/data/other"))) == 0
+    assert int(tagging_files.file_index_fn([])(tf.constant("/data/other"))) == 0
 
 
 def test_file_ids_by_hash_bucket_decode_to_the_files_that_hash_there(tf):

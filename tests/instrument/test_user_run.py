@@ -13,23 +13,10 @@ import pytest
 import vizdist
 from tests.instrument._model_log import Log, spy_layer
 
-pytestmark = pytest.mark.filterwarnings("ignore:`shuffle=True` was passed")  # Keras: a dataset is shuffled already
+pytestmark = [pytest.mark.filterwarnings("ignore:`shuffle=True` was passed"),  # Keras: a dataset is shuffled already
+              pytest.mark.usefixtures("no_global_seed_after")]  # _model sets Keras's global seed
 
 N = 22  # 22 examples in batches of 8 over 4 replicas: a short last batch every epoch
-
-
-@pytest.fixture(autouse=True)
-def _no_global_seed_after(tf):
-    """_model sets Keras's (and so TF's) global seed; later tests in this process must not inherit it."""
-    yield
-    tf.random.set_seed(None)
-
-
-@pytest.fixture(scope="module")
-def keras(tf):
-    import keras
-
-    return keras
 
 
 def _spy(tf, keras, log: Log):

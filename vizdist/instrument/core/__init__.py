@@ -1,7 +1,8 @@
 """The lowest layer of ``instrument/`` (only ``tfapi/`` is below it): what every other sub-package needs.
 
-* :mod:`.rows` — :class:`~vizdist.instrument.core.rows.Recorder`, the one builder of every trace row, and the
-  strategy facts each instrument asks (``replica_devices``, ``worker_position``, ``strategy_name``);
+* :mod:`.rows` — :class:`~vizdist.instrument.core.rows.Recorder`, the one builder of every trace row, storing
+  its columns as :mod:`.columns` packs them; :mod:`.workers` — the strategy facts each instrument asks
+  (``replica_devices``, ``worker_position``, ``strategy_name``; importable from :mod:`.rows` too);
 * :mod:`.codes` — the id tag's layout: build, strip (``untag``) and decode (``decode_tags``) it;
 * :mod:`.service_registry` — what this process registered with and read from a tf.data service
   (TensorFlow's two service entry points, wrapped by ``install()``), and which ``LocalDataService`` serves an

@@ -51,103 +51,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from vizdist.analysis.topology import task_number as numbered  # the one numbering rule; the view uses it too
-from vizdist.instrument.tfapi import runtime
+from vizdist.instrument.core.columns import Column, Texts
+from vizdist.instrument.core.workers import (
+    num_workers,
+    replica_devices,
+    strategy_name,
+    task_number,
+    worker_position,
+)
 
+# Where a strategy's replicas are (workers.py) and the columnar storage (columns.py) live in modules of their own;
+# their names stay importable from here.
 __all__ = ["Column", "Recorder", "mark_partial", "num_workers", "partial_flags", "replica_devices", "strategy_name",
            "task_number", "worker_position"]
 
 #: Elements decoded per chunk when tables are built (bounds the temporary memory of decoding).
 DECODE_CHUNK = 1 << 16
-
-_PUBLIC_STRATEGY_NAMES = runtime.STRATEGY_NAMES
-
-
-def task_number(task_type: str | None, task_id: int | None, cluster_spec: Mapping[str, Any] | None) -> int:
-    """The number vizdist gives a task in traces: chief 0, then workers, then evaluators.
-
-    For ``chief`` and ``worker`` this is TensorFlow's own
-    ``multi_worker_util.id_in_cluster`` (the chief is 0, ``worker:i`` is
-    ``i + len(chief)``), which is also how ``MultiWorkerMirroredStrategy``
-    numbers the task's replicas (first replica = number × local replicas).
-    TF gives an ``evaluator`` its own id space; vizdist numbers evaluators
-    after all chief and worker tasks so a merged trace never holds two tasks
-    under one number. No cluster (a single process) is task 0.
-
-    Args:
-        task_type: ``"chief"``, ``"worker"``, ``"evaluator"`` (or None: a single process).
-        task_id: index of the task in its job.
-        cluster_spec: job name -> list of addresses (a dict, or a ``ClusterSpec``).
-
-    Example:
-        >>> spec = {"chief": ["h:1"], "worker": ["h:2", "h:3"], "evaluator": ["h:4"]}
-        >>> [task_number(t, i, spec) for t, i in [("chief", 0), ("worker", 0), ("worker", 1), ("evaluator", 0)]]
-        [0, 1, 2, 3]
-        >>> task_number("worker", 1, {"worker": ["h:2", "h:3"]})
-        1
-    """
-    if task_type is None or cluster_spec is None:
-        return int(task_id or 0)
-    spec = cluster_spec.as_dict() if hasattr(cluster_spec, "as_dict") else dict(cluster_spec)
-    number = numbered(task_type, int(task_id or 0), spec)
-    if number is not None:
-        return number
-    raise ValueError(
-        f"task type {task_type!r} reads no data (only chief, worker and evaluator tasks are numbered in traces)."
-    )
-
-
-def _cluster(strategy: Any) -> tuple[str | None, int, dict[str, Any]]:
-    """(task type, task id, cluster spec) of a multi-worker strategy; (None, 0, {}) in one process."""
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None or getattr(resolver, "task_type", None) not in ("worker", "chief", "evaluator"):
-        return None, 0, {}
-    try:
-        spec = resolver.cluster_spec().as_dict()
-    except Exception:
-        return None, 0, {}
-    return resolver.task_type, int(resolver.task_id or 0), spec
-
-
-def replica_devices(strategy: Any) -> list[str]:
-    """This process's replica devices, in replica order (the default strategy: the default device)."""
-    try:
-        return list(strategy.extended.worker_devices)
-    except RuntimeError:
-        import tensorflow as tf
-
-        return [tf.constant(0).device or "/device:CPU:0"]
-
-
-def worker_position(strategy: Any) -> tuple[int, int]:
-    """(this task's :func:`task_number`, global id of its first replica), as TF numbers replicas."""
-    task_type, task_id, spec = _cluster(strategy)
-    worker = task_number(task_type, task_id, spec)
-    return worker, worker * len(replica_devices(strategy))
-
-
-def num_workers(strategy: Any) -> int:
-    """Tasks that hold replicas (chief and workers) in the strategy's cluster; 1 without a cluster."""
-    _, _, spec = _cluster(strategy)
-    return max(1, len(spec.get("worker", [])) + len(spec.get("chief", [])))
-
-
-def strategy_name(strategy: Any) -> str:
-    """The public name of a strategy (``MultiWorkerMirroredStrategy``, not its class ``CollectiveAllReduceStrategy``).
-
-    Example:
-        >>> class CollectiveAllReduceStrategy: ...
-        >>> strategy_name(CollectiveAllReduceStrategy())
-        'MultiWorkerMirroredStrategy'
-    """
-    name = type(strategy).__name__
-    if name in _PUBLIC_STRATEGY_NAMES:
-        return _PUBLIC_STRATEGY_NAMES[name]
-    try:  # TF's own export registry: the name users write, e.g. "distribute.MirroredStrategy"
-        public = runtime.canonical_name(type(strategy))
-    except Exception:
-        public = None
-    return public.rsplit(".", 1)[-1] if public else name
 
 
 def partial_flags(
@@ -200,129 +119,6 @@ def mark_partial(batches: pd.DataFrame, global_batch_size: int | None) -> pd.Dat
     return out
 
 
-def _categorical(values: Sequence[str] | np.ndarray) -> pd.Categorical:
-    return pd.Categorical(np.asarray(values, dtype=object))
-
-
-class Column:
-    """A growable column of numbers: appended values wait in a short Python list, then are packed into
-    numpy chunks of their own dtype, so a million values cost about their dtype's bytes each.
-
-    Example:
-        >>> c = Column("int32")
-        >>> for v in range(5):
-        ...     c.append(v)
-        >>> c.extend(np.array([7, 8])); len(c), c.array().tolist()
-        (7, [0, 1, 2, 3, 4, 7, 8])
-        >>> c.tail(2).tolist(), c.array(3, 5).tolist()
-        ([7, 8], [3, 4])
-    """
-
-    __slots__ = ("_chunks", "_dtype", "_n_chunked", "_pending", "_pending_n")
-
-    #: Values (or appended arrays) held as Python objects before they are packed.
-    PACK = 1024
-
-    def __init__(self, dtype: Any) -> None:
-        self._dtype = np.dtype(dtype)
-        self._chunks: list[np.ndarray] = []
-        self._n_chunked = 0
-        self._pending: list[Any] = []  # scalars (append) or arrays (extend), never both kinds at once
-        self._pending_n = 0
-
-    def __len__(self) -> int:
-        return self._n_chunked + self._pending_n
-
-    def append(self, value: Any) -> None:
-        """Add one value."""
-        pending = self._pending
-        pending.append(value)
-        self._pending_n += 1
-        if len(pending) >= self.PACK:
-            self._pack()
-
-    def extend(self, values: np.ndarray) -> None:
-        """Add a 1-D array of values (kept as it is until packed)."""
-        if self._pending and not isinstance(self._pending[0], np.ndarray):
-            self._pack()
-        self._pending.append(values)
-        self._pending_n += len(values)
-        if len(self._pending) >= self.PACK or self._pending_n >= 64 * self.PACK:
-            self._pack()
-
-    def _pack(self) -> None:
-        if not self._pending:
-            return
-        p = self._pending
-        arr = (np.concatenate(p).astype(self._dtype, copy=False) if isinstance(p[0], np.ndarray)
-               else np.asarray(p, dtype=self._dtype))
-        self._chunks.append(arr)
-        self._n_chunked += len(arr)
-        self._pending, self._pending_n = [], 0
-
-    def array(self, start: int = 0, stop: int | None = None) -> np.ndarray:
-        """Values ``start:stop`` as one numpy array (a copy)."""
-        self._pack()
-        stop = len(self) if stop is None else min(stop, len(self))
-        if start >= stop:
-            return np.zeros(0, dtype=self._dtype)
-        out, at = [], 0
-        for c in self._chunks:
-            lo, hi = max(start - at, 0), min(stop - at, len(c))
-            if lo < hi:
-                out.append(c[lo:hi])
-            at += len(c)
-            if at >= stop:
-                break
-        return np.concatenate(out) if len(out) != 1 else out[0].copy()
-
-    def tail(self, n: int) -> np.ndarray:
-        """The last ``n`` values."""
-        return self.array(max(len(self) - n, 0))
-
-    def drop_before(self, n: int) -> None:
-        """Forget the first ``n`` values (they were written elsewhere); later indexes shift down by ``n``."""
-        if n <= 0:
-            return
-        rest = self.array(n)
-        self._chunks = [rest] if len(rest) else []
-        self._n_chunked, self._pending, self._pending_n = len(rest), [], 0
-
-    def nbytes(self) -> int:
-        """Bytes held (numpy chunks; pending Python values counted at 36 B each, a list slot and a small int)."""
-        return sum(c.nbytes for c in self._chunks) + 36 * self._pending_n
-
-
-class _Texts:
-    """A text column as int32 codes into the distinct strings seen (a run repeats a handful)."""
-
-    __slots__ = ("_index", "codes", "names")
-
-    def __init__(self) -> None:
-        self.codes = Column("int32")
-        self.names: list[str] = []
-        self._index: dict[str, int] = {}
-
-    def append(self, text: str) -> None:
-        code = self._index.get(text)
-        if code is None:
-            code = self._index[text] = len(self.names)
-            self.names.append(text)
-        self.codes.append(code)
-
-    def categorical(self, start: int = 0, stop: int | None = None) -> pd.Categorical:
-        codes = self.codes.array(start, stop)
-        used = sorted(np.unique(codes).tolist(), key=self.names.__getitem__)  # in text order, as pandas sorts
-        remap = np.full(len(self.names) or 1, -1, dtype=np.int32)
-        remap[used] = np.arange(len(used), dtype=np.int32)
-        return pd.Categorical.from_codes(remap[codes] if len(codes) else codes,
-                                         categories=[self.names[i] for i in used])
-
-    def values(self, start: int = 0, stop: int | None = None) -> list[str]:
-        names = self.names
-        return [names[i] for i in self.codes.array(start, stop).tolist()]
-
-
 _BATCH_INTS = {"step": "int64", "replica": "int32", "worker": "int32", "n_elements": "int32"}
 _BATCH_TEXTS = ("device", "replica_device", "shape", "dtype", "result")
 
@@ -358,7 +154,7 @@ class Recorder:
 
     def _reset(self) -> None:
         self._ints = {k: Column(d) for k, d in _BATCH_INTS.items()}
-        self._texts = {k: _Texts() for k in _BATCH_TEXTS}
+        self._texts = {k: Texts() for k in _BATCH_TEXTS}
         self._ids = Column("int64")  # every batch's ids (or raw tags when decode is set), one after another
         self._b_extra: dict[str, list[Any]] = {}
         self._e_extra: dict[str, list[Any]] = {}

@@ -237,7 +237,7 @@ def what_if_cluster(
     from vizdist.analysis.sharding import POLICIES
     from vizdist.errors import TracingError
     from vizdist.instrument.experiments.sharding import compare_shard_policies, write_text_files
-    from vizdist.instrument.processes.cluster import probe_namespace
+    from vizdist.instrument.processes.isolation import probe_namespace
 
     if isolate:  # refuse now rather than at the first move of a knob
         probe_namespace("what_if_cluster", opt_out="what_if_cluster(..., isolate=False)")
@@ -296,7 +296,7 @@ def what_if_service(
         >>> w = vizdist.what_if_service(tf.data.Dataset.range(8))        # doctest: +SKIP
         >>> w.controls["sharding_policy"].value = "DATA"                  # doctest: +SKIP
     """
-    from vizdist.instrument.processes.cluster import probe_namespace
+    from vizdist.instrument.processes.isolation import probe_namespace
     from vizdist.instrument.service import LocalDataService
 
     if isolate:  # refuse now rather than at the first move of a knob

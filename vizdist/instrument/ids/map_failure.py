@@ -49,7 +49,10 @@ import numpy as np
 import tensorflow as tf
 
 from vizdist.instrument.core.codes import LINE_BITS, SOURCE_SHIFT, decode_tags
-from vizdist.instrument.ids.tagging import Builder, apply_fn, file_index_fn, is_generator, py_call
+from vizdist.instrument.ids.handlers import maps
+from vizdist.instrument.ids.handlers.files import file_index_fn
+from vizdist.instrument.ids.handlers.state import apply_fn, is_generator, py_call
+from vizdist.instrument.ids.tagging import Builder
 from vizdist.instrument.tfapi import datasets as tfd
 from vizdist.instrument.tfapi import runtime
 
@@ -110,11 +113,11 @@ class _MapStages(Builder):
         if name in (tfd.MAP, tfd.PARALLEL_MAP):
             return self._map(ds)
         if name == tfd.FILTER:
-            out = super()._filter(ds)
+            out = maps.filter_(self, ds)
             self.stages.append(_Stage("filter", tfd.field(out, "input_dataset"), tfd.field(ds, "predicate")))
             return out
         if name == tfd.SCAN:
-            out = super()._scan(ds)
+            out = maps.scan(self, ds)
             self.stages.append(_Stage("scan", tfd.field(out, "input_dataset"), tfd.field(ds, "scan_func"),
                                       state=tfd.field(ds, "initial_state")))
             return out
@@ -125,7 +128,7 @@ class _MapStages(Builder):
     def _map(self, ds: Any) -> tf.data.Dataset:
         inner, fn = tfd.field(ds, "input_dataset"), tfd.field(ds, "map_func")
         if type(inner).__name__ == tfd.SNAPSHOT:
-            return super()._map(ds)
+            return maps.map_(self, ds)
         t = self.build(inner)  # unfused: a range source is tagged by its value, as in the traced run
         self.ops.append("map")
         self.stages.append(_Stage("map", t, fn))
@@ -135,10 +138,10 @@ class _MapStages(Builder):
         """flat_map / interleave, tagged as tagging does; the stage's input is what its function is
         called on, with the tag its first output gets."""
         kind = "flat_map" if type(ds).__name__ == tfd.FLAT_MAP else "interleave"
-        if is_generator(ds) or self._interleave_order(ds).get("deterministic") is False:
-            return super()._flat_map(ds)  # (an interleave in no fixed order is not searched)
+        if is_generator(ds) or self.interleave_order(ds).get("deterministic") is False:
+            return maps.flat_map(self, ds)  # (an interleave in no fixed order is not searched)
         first = len(self.sources)
-        out = super()._flat_map(ds)
+        out = maps.flat_map(self, ds)
         source = self.sources[first]
         if source.get("id_is") == "file_line":  # files: tag = file index << 32 | position
             files = source["files"] if source["file_ids"] == "index" else None

@@ -84,7 +84,7 @@ def collective_ops(graph: Any) -> list[dict[str, Any]]:
     """
     import tensorflow as tf
 
-    from vizdist.instrument.observe.placement import short_device
+    from vizdist.instrument.observe.stages import short_device
 
     nccl_config = bool(_nccl_config())
     built = bool(tf.sysconfig.get_build_info().get("is_cuda_build", False))

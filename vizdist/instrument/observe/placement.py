@@ -36,71 +36,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from vizdist.instrument.core.engine import Observer
+from vizdist.instrument.observe.stages import (
+    NOISE,
+    PIPELINE,
+    STAGES,
+    copies,
+    device_key,
+    short_device,
+    stage_of,
+)
 from vizdist.instrument.tfapi import runtime
 
+# What an op was for (stage_of, STAGES, copies, short_device) lives in stages.py; importable from here too.
 __all__ = ["MODES", "STAGES", "OpRun", "PlacementObserver", "PlacementRecorder", "explain_placement_error",
            "fresh_function_caches", "quiet_tf_logger", "short_device", "stage_of"]
 
 MODES = ("NO_TENSOR", "CURT_HEALTH", "FULL_HEALTH")
-#: Row order of the placement view.
-STAGES = ("pipeline", "iterator", "transfer", "variable", "step", "reduce", "host")
-_NOISE = frozenset({"Const", "Placeholder", "NoOp", "Identity", "IdentityN", "_Arg", "_Retval"})
-_ITERATOR = re.compile(r"^(Anonymous\w*Iterator\w*|Iterator\w*|MultiDeviceIterator\w*|MakeIterator|"
-                       r"Optional\w*|DeleteIterator|DeleteMultiDeviceIterator)$")
-_PIPELINE = re.compile(r"(Dataset(V\d)?$|^DatasetCardinality|^GetOptions$|^ComputeBatchSize$|"
-                       r"^DatasetToGraph|^WrapDatasetVariant$|^UnwrapDatasetVariant$)")
-_VARIABLE = re.compile(r"(VariableOp|^VarHandleOp$|^ResourceApply\w+|^ResourceScatter\w+|^ResourceGather$|"
-                       r"^VarIsInitializedOp$|^DestroyResourceOp$)")
-_REDUCE = re.compile(r"^(Collective\w*|Nccl\w*|AddN|_HostSend|_HostRecv|_Send|_Recv)$")
-_TRANSFER_GRAPHS = runtime.TRANSFER_GRAPHS
-_HOST_GRAPHS = runtime.HOST_GRAPHS
-
-
-def short_device(device: str) -> str:
-    """``'/job:localhost/replica:0/task:0/device:CPU:1'`` -> ``'CPU:1'`` (other jobs keep their task).
-
-    Example:
-        >>> short_device("/job:localhost/replica:0/task:0/device:CPU:1")
-        'CPU:1'
-        >>> short_device("/job:worker/replica:0/task:1/device:GPU:0")
-        'worker:1/GPU:0'
-    """
-    if not device:
-        return ""
-    m = re.search(r"device:([A-Za-z_]+:\d+)", device)
-    dev = m.group(1) if m else device
-    job = re.search(r"/job:([^/]+)", device)
-    task = re.search(r"/task:(\d+)", device)
-    if job and job.group(1) != "localhost":
-        return f"{job.group(1)}:{task.group(1) if task else 0}/{dev}"
-    return dev
-
-
-def stage_of(kind: str, op_type: str, graphs: Sequence[str], *, step_names: Sequence[str] = (),
-             in_reduce: bool = False) -> str:
-    """Which part of the run an op belongs to (one of :data:`STAGES`).
-
-    ``graphs`` are the names of the graphs the op ran in, outermost first
-    (empty for an eager op).
-    """
-    if _VARIABLE.search(op_type):
-        return "variable"
-    names = [g for g in graphs if g]
-    if any(n.startswith("Dataset_") for n in names) or _PIPELINE.search(op_type):
-        return "pipeline"
-    if any(n.startswith(_TRANSFER_GRAPHS) for n in names):
-        return "transfer"
-    if any(n.startswith(_HOST_GRAPHS) for n in names) or _ITERATOR.match(op_type):
-        return "iterator"
-    if any(n in step_names for n in names) or (kind == "eager" and _is_call_of(op_type, step_names)):
-        return "step"
-    if in_reduce or _REDUCE.match(op_type):
-        return "reduce"
-    return "host"
-
-
-def _is_call_of(op_type: str, names: Sequence[str]) -> bool:
-    return any(re.match(rf"^__inference_{re.escape(n)}_\d+$", op_type) for n in names)
 
 
 @dataclass
@@ -279,7 +230,7 @@ class PlacementRecorder:
             return None
         if found is not None:
             found["devices"] = sorted({o["device"] for o in self.ops() if o["op_name"] == found["op_name"]
-                                       and o["stage"] == "pipeline" and o["device"]}, key=_device_key)
+                                       and o["stage"] == "pipeline" and o["device"]}, key=device_key)
         return found
 
     def reduce_window(self) -> Any:
@@ -313,7 +264,7 @@ class PlacementRecorder:
                              in_reduce=self._in_reduce(run.wall_time))
             if stage in ("pipeline", "iterator") and run.device and run.device != host:
                 stage = "transfer"  # the device side of the input copy: per-device buffer and iterator
-            if (run.op_type in _NOISE and stage not in ("transfer", "reduce")) or run.op_type in ("Const", "Placeholder"):
+            if (run.op_type in NOISE and stage not in ("transfer", "reduce")) or run.op_type in ("Const", "Placeholder"):
                 continue
             graph = run.graphs[-1] if run.graphs else ""
             key = (stage, run.kind, run.op_type, run.op_name, graph, run.device)
@@ -335,13 +286,13 @@ class PlacementRecorder:
         for run in self.runs:
             if run.op_type.startswith(("AnonymousMultiDeviceIterator", "MultiDeviceIteratorInit")) and run.device:
                 return run.device
-        devices = [r.device for r in self.runs if r.device and _PIPELINE.search(r.op_type)]
+        devices = [r.device for r in self.runs if r.device and PIPELINE.search(r.op_type)]
         return max(set(devices), key=devices.count) if devices else "CPU:0"
 
     def first_nonfinite(self) -> dict[str, Any] | None:
         """The earliest op execution whose output held a NaN or Inf (CURT/FULL_HEALTH only)."""
         for run in self.runs:
-            if run.nonfinite and run.op_type not in _NOISE:
+            if run.nonfinite and run.op_type not in NOISE:
                 stage = stage_of(run.kind, run.op_type, run.graphs, step_names=self.step_names)
                 return dict(op_type=run.op_type, op_name=run.op_name, graph=run.graphs[-1] if run.graphs else "",
                             device=run.device, stage=stage, kind=run.kind,
@@ -360,7 +311,7 @@ class PlacementRecorder:
         out: dict[str, Any] = {
             "mode": self.mode, "source": "tf.debugging.experimental.enable_dump_debug_info + DebugDataReader",
             "ops": ops, "copies": copies(ops, self.batch_devices, host=self.host_device()), "host": self.host_device(),
-            "devices": sorted({o["device"] for o in ops if o["device"]}, key=_device_key),
+            "devices": sorted({o["device"] for o in ops if o["device"]}, key=device_key),
             "batch_devices": [self.batch_devices[r] for r in sorted(self.batch_devices)],
             "step_names": list(self.step_names), "steps_marked": len(self.step_marks),
             "notes": notes, "cost_s": dict(self.cost_s),
@@ -431,11 +382,6 @@ class _InstrumentedIterable:
         return getattr(self._dist, name)
 
 
-def _device_key(d: str) -> tuple[str, int]:
-    m = re.match(r"^(.*?)(\d+)$", d)
-    return (m.group(1), int(m.group(2))) if m else (d, -1)
-
-
 def _whole_message(exc: BaseException) -> str:
     """TF's whole error text (the cause's, when vizdist wrapped it)."""
     inner = exc.__cause__ if exc.__cause__ is not None else exc
@@ -479,48 +425,6 @@ def _value_bad(value: Sequence[float], debug_mode: int) -> bool:
     if debug_mode == 3:
         return any(value[i] for i in (5, 6, 7) if i < len(value))
     return False
-
-
-def copies(ops: list[dict[str, Any]], batch_devices: dict[int, str], *, host: str = "CPU:0") -> list[dict[str, Any]]:
-    """Data moved between devices, read from the op rows.
-
-    * a ``MultiDeviceIterator`` (``experimental_fetch_to_device=True``) keeps
-      a buffer and an iterator on each replica's device (``transfer`` rows),
-      fed from the host iterator's device: a copy host -> device per batch;
-    * a batch left on the host (``fetch_to_device=False``) is copied into the
-      step when the step's ops run elsewhere;
-    * a variable read on one device by a step running on another
-      (``CentralStorageStrategy``).
-
-    Example:
-        >>> ops = [dict(stage="transfer", op_type="OptionalGetValue", graph="", device="CPU:1", count=2)]
-        >>> [(c["src"], c["dst"], c["count"]) for c in copies(ops, {}, host="CPU:0")]
-        [('CPU:0', 'CPU:1', 2)]
-    """
-    out: dict[tuple[str, str, str], int] = {}
-    for o in ops:
-        if o["stage"] == "transfer" and o["device"] and o["device"] != host:
-            key = (host, o["device"], _TRANSFER_VIA)
-            gets = o["count"] if o["op_type"] in ("IteratorGetNext", "OptionalGetValue") else 0
-            out[key] = max(out.get(key, 0), gets)
-    step_devices = sorted({o["device"] for o in ops if o["stage"] == "step" and o["device"]
-                           and o.get("kind", "graph") == "graph"}, key=_device_key)
-    for r, dev in sorted(batch_devices.items()):
-        target = step_devices[r] if r < len(step_devices) else dev
-        if dev and target and dev != target and (host, target, _TRANSFER_VIA) not in out:
-            out[(dev, target, "input batch: left on the host, copied into the step when it runs")] = 1
-    reads: dict[str, int] = {}
-    for o in ops:
-        if o["stage"] == "variable" and o["op_type"] == "ReadVariableOp" and o["device"]:
-            reads[o["device"]] = reads.get(o["device"], 0) + int(o["count"])
-    for v, n in sorted(reads.items(), key=lambda kv: _device_key(kv[0])):
-        for d in step_devices:
-            if d != v:
-                out[(v, d, "variable value read by the step on another device")] = max(1, n // len(step_devices))
-    return [dict(src=s, dst=d, via=via, count=n) for (s, d, via), n in out.items()]
-
-
-_TRANSFER_VIA = "input batch: the MultiDeviceIterator copies it to the replica's device"
 
 
 def _step_names(step_fn: Any) -> tuple[str, ...]:

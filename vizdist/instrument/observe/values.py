@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from vizdist.instrument.observe.placement import short_device
+from vizdist.instrument.observe.stages import short_device
 from vizdist.trace import Trace
 
 __all__ = ["trace_values", "value_rows"]

@@ -35,7 +35,7 @@ from vizdist.instrument.core import service_registry as registry
 from vizdist.instrument.core.rows import task_number
 from vizdist.instrument.observe.topology import write_listen_file
 from vizdist.instrument.processes import jobfiles
-from vizdist.instrument.processes.cluster import USER_TASK_MODES, WorkerContext
+from vizdist.instrument.processes.context import USER_TASK_MODES, WorkerContext
 from vizdist.instrument.processes.documents import RunSpec, TaskError, TaskResult
 from vizdist.instrument.processes.shards import stamp, task_from_tf_config
 from vizdist.instrument.processes.supervisor import POLL_S, report, set_task_deadline

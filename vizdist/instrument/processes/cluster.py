@@ -35,11 +35,9 @@ import contextlib
 import json
 import numbers
 import os
-import re
 import shutil
 import sys
 import time
-import warnings
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,10 +45,20 @@ from pathlib import Path
 from typing import Any
 
 from vizdist._files import write_file
-from vizdist.errors import IsolationError, TracingError
+from vizdist.errors import TracingError
 from vizdist.instrument.observe.topology import network_meta, read_listen_files, sockets
 from vizdist.instrument.processes import jobfiles
+from vizdist.instrument.processes.context import USER_TASK_MODES, WorkerContext
 from vizdist.instrument.processes.documents import RunSpec, Stopped, TaskError, TaskResult
+from vizdist.instrument.processes.isolation import (  # re-exported for old imports
+    CLUSTER_OPT_OUT,
+    ENABLE_USERNS,
+    EXPOSURE,
+    IsolationWarning,
+    probe_namespace,
+    start_namespace,
+    warn_exposed,
+)
 from vizdist.instrument.processes.shards import (  # noqa: F401  (moved; re-exported for old imports)
     TASK_TYPES,
     record_worker_shard,
@@ -72,139 +80,11 @@ from vizdist.instrument.processes.supervisor import (
 )
 from vizdist.trace import Trace
 
-__all__ = ["LocalCluster", "WorkerContext", "free_ports", "record_worker_shard"]
-
-USER_TASK_MODES = {"mwms": ("worker",), "ps": ("chief",)}
-
-
-# -- inside a worker ----------------------------------------------------------
-@dataclass
-class WorkerContext:
-    """What a callable run by :class:`LocalCluster` learns about its process.
-
-    Attributes:
-        task_type: ``"worker"`` (multi-worker clusters) or ``"chief"`` (the
-            coordinator of a parameter-server cluster).
-        task_index: index of this task in its job.
-        num_workers: number of worker tasks in the cluster.
-        num_ps: number of parameter-server tasks.
-        collective_timeout: seconds a collective may wait for a peer before
-            failing (used by :meth:`multi_worker_strategy`).
-        job_dir: the launcher's folder for this run (logs, shards).
-        deadline: wall-clock time (``time.time()``) by which the launcher
-            stops the run (0: none); see :meth:`time_left`.
-
-    Example:
-        >>> ctx = WorkerContext("worker", 1, num_workers=2)
-        >>> ctx.task
-        'worker-1'
-    """
-
-    task_type: str
-    task_index: int
-    num_workers: int = 1
-    num_ps: int = 0
-    collective_timeout: float = 30.0
-    job_dir: str = ""
-    meta: dict[str, Any] = field(default_factory=dict)
-    deadline: float = 0.0
-
-    @property
-    def task(self) -> str:
-        """``"<type>-<index>"``, e.g. ``"worker-0"``."""
-        return f"{self.task_type}-{self.task_index}"
-
-    def time_left(self) -> float:
-        """Seconds until the launcher stops this run (``inf`` when it set no deadline)."""
-        return self.deadline - time.time() if self.deadline else float("inf")
-
-    def stop_task(self, task: str, *, timeout: float = 60.0) -> dict[str, Any]:
-        """Ask the launcher to kill ``task`` (e.g. ``"worker-1"``) now, as a crash or preemption would.
-
-        The launcher kills the task's process tree (SIGTERM, then SIGKILL), records it in the
-        merged trace's ``meta["lost_tasks"]`` and answers; this waits at most
-        ``timeout`` seconds for that answer and returns it
-        (``{"task", "how", "after_s"}``).
-        """
-        if task == self.task or not re.fullmatch(r"(worker|ps|chief)-\d+", str(task)):
-            raise ValueError(f"stop_task takes another task of this cluster, such as 'worker-1' or 'ps-0'; "
-                             f"got {task!r} (this process is {self.task}).")
-        if not self.job_dir:
-            raise RuntimeError("stop_task works inside a LocalCluster run (its launcher does the killing); "
-                               "this WorkerContext has no job folder.")
-        job = Path(self.job_dir)
-        answer = jobfiles.STOPPED.path(job, task)
-        write_file(jobfiles.STOP_REQUEST.path(job, task), task)
-        end = time.monotonic() + timeout
-        while not answer.exists():
-            if time.monotonic() > end:
-                raise TimeoutError(f"the launcher did not stop {task} within {timeout:g}s.")
-            time.sleep(0.05)
-        return Stopped.from_json(answer.read_text(encoding="utf-8"), source=str(answer)).to_dict()
-
-    def multi_worker_strategy(self) -> Any:
-        """A ``MultiWorkerMirroredStrategy`` whose collectives time out.
-
-        A dead or missing peer then fails the next collective after
-        ``collective_timeout`` seconds instead of blocking forever.
-        """
-        import tensorflow as tf
-
-        opts = tf.distribute.experimental.CommunicationOptions(timeout_seconds=self.collective_timeout)
-        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=opts)
-
-    def parameter_server_strategy(self, *, variable_partitioner: Any = None) -> Any:
-        """A ``ParameterServerStrategy`` over this cluster (call it on the chief)."""
-        import tensorflow as tf
-
-        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-        return tf.distribute.ParameterServerStrategy(resolver, variable_partitioner=variable_partitioner)
-
-
-# -- the launcher --------------------------------------------------------------
-EXPOSURE = (
-    "TensorFlow's servers listen on every network interface ([::]:port) and run the work any client sends "
-    "them, so unisolated, anyone who can reach this machine can run code in them while they run."
-)
-ENABLE_USERNS = (
-    "To run them isolated, allow unprivileged user namespaces (sysctl user.max_user_namespaces=15000; on "
-    "Debian/Ubuntu also kernel.unprivileged_userns_clone=1 and kernel.apparmor_restrict_unprivileged_userns=0)."
-)
-CLUSTER_OPT_OUT = ("LocalCluster(isolate=False) (compare_shard_policies / what_if_cluster: isolate=False, "
-                   "which they pass on)")
-
-
-class IsolationWarning(UserWarning):
-    """Servers run unisolated because you opted out (``isolate=False``, ``in_process=True``): they are reachable."""
-
-
-def warn_exposed(opt_out: str, *, stacklevel: int = 3) -> None:
-    """Say, when the servers start unisolated on purpose, that anyone who can reach the machine can use them."""
-    warnings.warn(f"{opt_out}: {EXPOSURE}", IsolationWarning, stacklevel=stacklevel)
-
-
-def start_namespace(owner: str, isolate: bool, *, opt_out: str = CLUSTER_OPT_OUT) -> Namespace | None:
-    """A private network namespace for ``owner``'s servers; ``None`` only when ``isolate`` is false.
-
-    Raises:
-        IsolationError: this machine cannot make one (the message names the cause and ``opt_out``).
-    """
-    if not isolate:
-        return None
-    ns, why = Namespace.start()
-    if ns is None:
-        fix = f"{ENABLE_USERNS} " if sys.platform == "linux" else ""
-        raise IsolationError(
-            f"{owner}: could not create a private network namespace for its TensorFlow servers ({why}), so "
-            f"vizdist starts none. {EXPOSURE} {fix}To run them exposed on purpose, pass {opt_out}.")
-    return ns
-
-
-def probe_namespace(owner: str, *, opt_out: str = CLUSTER_OPT_OUT) -> None:
-    """Make and close a private network namespace: :class:`IsolationError` where none can be made."""
-    ns = start_namespace(owner, True, opt_out=opt_out)
-    if ns is not None:
-        ns.close()
+# WorkerContext (context.py) and the isolation rules (isolation.py) live in modules of their own; their names stay
+# importable from here.
+__all__ = ["CLUSTER_OPT_OUT", "ENABLE_USERNS", "EXPOSURE", "USER_TASK_MODES", "IsolationWarning", "LocalCluster",
+           "WorkerContext", "free_ports", "probe_namespace", "record_worker_shard", "start_namespace",
+           "warn_exposed"]
 
 
 @dataclass

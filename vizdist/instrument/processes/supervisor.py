@@ -27,12 +27,13 @@ their processes through a :class:`Supervisor`:
   quotes the logs and marks the folder to be kept, so the files it names
   still exist after :meth:`Supervisor.close`.
 
-Network isolation: with a :class:`Namespace`, children join a private user +
-network namespace that has only ``lo`` (created by a small holder process
-with ``unshare(CLONE_NEWUSER | CLONE_NEWNET)``, no root needed). TensorFlow's
+Network isolation: with a :class:`Namespace` (:mod:`.namespace`), children join a
+private user + network namespace that has only ``lo`` (created by a small holder
+process with ``unshare(CLONE_NEWUSER | CLONE_NEWNET)``, no root needed). TensorFlow's
 servers listen on ``[::]:port``; inside the namespace that reaches loopback
 of the namespace only, so nothing else on the network (or on this machine)
-can connect to them.
+can connect to them. A :class:`FolderJanitor` (:mod:`.janitor`) removes the
+folders if this process is killed; every wait is bounded (:mod:`.limits`).
 
 Example:
     >>> import tempfile
@@ -50,11 +51,8 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -63,9 +61,29 @@ from typing import Any
 
 from vizdist._files import write_file
 from vizdist.instrument.processes import jobfiles
+from vizdist.instrument.processes.janitor import CODE_FILES, KEEP_FILE, FolderJanitor, prune_kept, temp_folder
+from vizdist.instrument.processes.limits import (
+    DEFAULT_TIMEOUT,
+    TASK_MARGIN_S,
+    bounded_timeout,
+    check_count,
+    check_seconds,
+    free_ports,
+    port_in_use,
+    process_limit,
+    set_task_deadline,
+    vizdist_root,
+)
+from vizdist.instrument.processes.namespace import Namespace, userns_switches
 
+# The bounds and shared checks (limits.py), the janitor and kept folders (janitor.py) and the private network
+# (namespace.py) live in modules of their own; their names stay importable from here.
 __all__ = [
+    "CODE_FILES",
     "DEFAULT_TIMEOUT",
+    "KEEP_FILE",
+    "POLL_S",
+    "STATUS_ENV",
     "TASK_MARGIN_S",
     "Child",
     "FolderJanitor",
@@ -77,68 +95,20 @@ __all__ = [
     "free_ports",
     "port_in_use",
     "process_limit",
+    "prune_kept",
     "report",
     "set_task_deadline",
+    "temp_folder",
     "userns_switches",
     "vizdist_root",
 ]
 
-#: How long a call that starts processes or servers waits by default (``timeout=``) before it stops
-#: them and returns (or raises with) what it has: no call vizdist makes waits without a bound.
-DEFAULT_TIMEOUT = 180.0
-#: In a task a :class:`LocalCluster` started, a bounded run ends this long before the launcher's own
-#: deadline, so its partial trace comes back before the launcher stops the task.
-TASK_MARGIN_S = 15.0
-_task_deadline = 0.0  # time.time() by which the launcher stops this process (0: no launcher)
 
-
-def set_task_deadline(deadline: float) -> None:
-    """Note the wall-clock time (``time.time()``) by which this process's launcher stops it (0: none)."""
-    global _task_deadline
-    _task_deadline = float(deadline)
-
-
-def bounded_timeout(timeout: float | None) -> float | None:
-    """``timeout``, cut to end :data:`TASK_MARGIN_S` before this task's launcher deadline, if it has one.
-
-    Example:
-        >>> bounded_timeout(30.0), bounded_timeout(None)   # no launcher deadline in this process
-        (30.0, None)
-    """
-    if not _task_deadline:
-        return timeout
-    left = max(10.0, _task_deadline - time.time() - TASK_MARGIN_S)
-    return left if timeout is None else min(float(timeout), left)
-
+#: How often a wait polls a child's status file (seconds).
 POLL_S = 0.05
+#: The environment variable that names a child's status file (:func:`report` writes it).
 STATUS_ENV = "VIZDIST_STATUS_FILE"
-KEEP_FILE = ".vizdist-keep"
-#: What a folder kept for its logs loses (glob patterns): the pickled callable and the dataset graphs sent to a
-#: child (code, which nobody needs to debug and which must not lie around), the children's temporary folders
-#: and the import folder (a link to the package).
-CODE_FILES = (jobfiles.JOB, f"{jobfiles.REQUEST_GRAPH.prefix}*{jobfiles.REQUEST_GRAPH.suffix}",
-              f"{jobfiles.REQUEST_SPEC.prefix}*{jobfiles.REQUEST_SPEC.suffix}", "tmp-*", "import")
 
-
-def prune_kept(folder: str | os.PathLike[str]) -> None:
-    """Remove :data:`CODE_FILES` from ``folder`` (kept for its logs, spec and error reports).
-
-    Example:
-        >>> d = temp_folder("vizdist-doc-")
-        >>> for name in ("job.pkl", "log-worker-0.txt", "spec.json"):
-        ...     _ = (d / name).write_bytes(b"x")
-        >>> (d / "tmp-worker-0").mkdir()
-        >>> prune_kept(d); sorted(p.name for p in d.iterdir())
-        ['log-worker-0.txt', 'spec.json']
-        >>> shutil.rmtree(d)
-    """
-    for pattern in CODE_FILES:
-        for path in Path(folder).glob(pattern):
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                with contextlib.suppress(OSError):
-                    path.unlink()
 
 # Runs first in every child, before anything that could start a thread (joining a user namespace
 # needs a single-threaded process). argv: NETNS_PID|- PARENT_PID MODULE ARGS...
@@ -242,135 +212,7 @@ if os.WIFSIGNALED(status):
 os._exit(os.waitstatus_to_exitcode(status))
 """
 
-# The holder: creates the namespace, brings lo up, says READY, then waits for its stdin to close.
-_HOLDER = r"""
-import ctypes, fcntl, os, socket, struct, sys
-libc = ctypes.CDLL(None, use_errno=True)
-uid, gid, parent = os.getuid(), os.getgid(), os.getppid()
-if libc.unshare(0x10000000 | 0x40000000) != 0:
-    print("FAILED unshare(CLONE_NEWUSER|CLONE_NEWNET):", os.strerror(ctypes.get_errno()), flush=True)
-    sys.exit(2)
-for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
-    with open(f"/proc/self/{name}", "w") as fh:
-        fh.write(text)
-libc.prctl(1, 9)
-if os.getppid() != parent:
-    os._exit(3)
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-flags = struct.unpack("16sH22x", fcntl.ioctl(s, 0x8913, struct.pack("16sH22x", b"lo", 0)))[1]
-fcntl.ioctl(s, 0x8914, struct.pack("16sH22x", b"lo", flags | 1))
-s.close()
-print("READY", flush=True)
-sys.stdin.read()
-"""
 
-
-# -- small checks shared by LocalCluster and LocalDataService ----------------------------
-def vizdist_root() -> str:
-    """The folder that holds the ``vizdist`` package (what children need on ``PYTHONPATH``).
-
-    Example:
-        >>> (Path(vizdist_root()) / "vizdist" / "__init__.py").exists()
-        True
-    """
-    return str(Path(__file__).resolve().parents[3])
-
-
-def process_limit() -> int:
-    """How many TensorFlow processes vizdist starts without being told to: 4 per core, at least 8.
-
-    Example:
-        >>> process_limit() >= 8
-        True
-    """
-    return max(8, 4 * (os.cpu_count() or 1))
-
-
-def check_count(name: str, value: Any, *, minimum: int, limit: int | None = None, owner: str = "") -> int:
-    """``value`` as an int >= ``minimum`` (``bool`` is refused), at most ``limit`` processes.
-
-    Example:
-        >>> check_count("workers", 2, minimum=1)
-        2
-        >>> check_count("workers", True, minimum=1)
-        Traceback (most recent call last):
-        ...
-        TypeError: workers must be an int; got True (a bool).
-    """
-    if isinstance(value, bool) or not isinstance(value, int):
-        kind = "a bool" if isinstance(value, bool) else type(value).__name__
-        raise TypeError(f"{name} must be an int; got {value!r} ({kind}).")
-    if value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}; got {value!r}.")
-    if limit is not None and value > limit:
-        cores = os.cpu_count() or 1
-        raise ValueError(
-            f"{owner}{name}={value} would start {value} TensorFlow processes on a machine with {cores} CPU "
-            f"core(s); vizdist refuses more than {limit} unless told (max_workers={limit} is the default, "
-            f"4 per core, at least 8). Pass max_workers={value} to start them anyway."
-        )
-    return value
-
-
-def check_seconds(name: str, value: Any) -> float:
-    """``value`` as a positive, finite number of seconds (``bool`` and strings are refused).
-
-    Example:
-        >>> check_seconds("timeout", 60)
-        60.0
-        >>> check_seconds("timeout", "60")
-        Traceback (most recent call last):
-        ...
-        TypeError: timeout must be a number of seconds (int or float); got '60' (str).
-    """
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a number of seconds (int or float); got {value!r} "
-                        f"({type(value).__name__}).")
-    if not 0 < value < float("inf"):
-        raise ValueError(f"{name} must be a positive, finite number of seconds; got {value!r}.")
-    return float(value)
-
-
-def free_ports(n: int, *, host: str = "127.0.0.1") -> list[int]:
-    """Return ``n`` distinct TCP ports that are free on ``host`` right now.
-
-    The sockets are bound together (so the ports differ) and closed before
-    returning; a port can still be taken by someone else in between, in
-    which case the servers fail to start and say so.
-
-    Example:
-        >>> ports = free_ports(2)
-        >>> len(set(ports)) == 2
-        True
-    """
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((host, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
-    """Whether binding ``host:port`` fails right now.
-
-    Example:
-        >>> port_in_use(free_ports(1)[0])
-        False
-    """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind((host, port))
-        except OSError:
-            return True
-    return False
-
-
-# -- in a child ----------------------------------------------------------------------------
 def report(stage: str) -> None:
     """Tell the supervising parent this child reached ``stage`` (atomic status-file write).
 
@@ -383,174 +225,6 @@ def report(stage: str) -> None:
     if not path:
         return
     write_file(path, stage)
-
-
-# -- folders that must go if this process dies --------------------------------------------------
-# The janitor: reads "+ PATH" (watch) / "- PATH" (forget) / "q" (quit) lines on stdin. When this process
-# dies (stdin closes, or its parent changes), it removes every watched folder that holds no KEEP file,
-# retrying for up to 30 s while the keepers end the processes that may still write there; from a kept
-# folder it removes the code (CODE_FILES: the pickled callable, dataset graphs) and temporary files.
-_JANITOR = r"""
-import glob, os, select, shutil, sys, time
-parent, keep, code = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
-folders, buf = set(), b""
-while True:
-    orphaned = os.getppid() != parent  # then read only what was written before it died
-    if not select.select([0], [], [], 0 if orphaned else 0.25)[0]:
-        if orphaned:
-            break
-        continue
-    chunk = os.read(0, 65536)
-    if not chunk:
-        break
-    *lines, buf = (buf + chunk).split(b"\n")
-    for line in lines:
-        if line == b"q":
-            sys.exit(0)
-        path = os.fsdecode(line[2:])
-        folders.add(path) if line[:1] == b"+" else folders.discard(path)
-end = time.monotonic() + 30
-while folders and time.monotonic() < end:
-    for f in sorted(folders):
-        if os.path.lexists(os.path.join(f, keep)) or not os.path.lexists(f):
-            for g in (p for pattern in code for p in glob.glob(os.path.join(glob.escape(f), pattern))):
-                shutil.rmtree(g, ignore_errors=True) if os.path.isdir(g) and not os.path.islink(g) else os.unlink(g)
-            folders.discard(f)
-        else:
-            shutil.rmtree(f, ignore_errors=True)
-    time.sleep(0.1)
-"""
-
-
-class FolderJanitor:
-    """A small process that removes the folders it watches if this process dies without removing them.
-
-    A process killed with SIGKILL (or SIGTERM, whose default action kills it too) runs no clean-up;
-    the janitor notices (its stdin closes, its parent changes) and removes every watched folder but
-    those holding :data:`KEEP_FILE` (their logs were named in an error; from those it removes
-    :data:`CODE_FILES`, as :func:`prune_kept` does). It runs in a session of its
-    own, so a Ctrl-C or a signal sent to this process's group does not stop it first.
-    :meth:`close` ends it without removing anything.
-
-    Example:
-        >>> janitor = FolderJanitor()
-        >>> folder = temp_folder("vizdist-doc-")
-        >>> janitor.watch(folder)
-        >>> janitor.forget(folder); folder.rmdir(); janitor.close()
-    """
-
-    def __init__(self) -> None:
-        self._popen = subprocess.Popen(
-            [sys.executable, "-P", "-c", _JANITOR, str(os.getpid()), KEEP_FILE, *CODE_FILES], stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, cwd="/")
-
-    def _send(self, line: bytes) -> None:
-        with contextlib.suppress(OSError, ValueError):  # gone already: close() or a dead janitor
-            self._popen.stdin.write(line + b"\n")  # type: ignore[union-attr]  # made with stdin=PIPE: never None
-            self._popen.stdin.flush()  # type: ignore[union-attr]  # made with stdin=PIPE: never None
-
-    def watch(self, folder: str | os.PathLike[str]) -> None:
-        """Remove ``folder`` if this process dies before :meth:`forget` or :meth:`close`."""
-        self._send(b"+ " + os.fsencode(folder))
-
-    def forget(self, folder: str | os.PathLike[str]) -> None:
-        """Stop watching ``folder`` (this process removed it, or keeps it on purpose)."""
-        self._send(b"- " + os.fsencode(folder))
-
-    def close(self) -> None:
-        """End the janitor (bounded); it removes nothing."""
-        self._send(b"q")
-        with contextlib.suppress(OSError, ValueError):
-            self._popen.stdin.close()  # type: ignore[union-attr]  # made with stdin=PIPE: never None
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self._popen.wait(timeout=5)
-        _stop_popen(self._popen)
-
-
-# -- the private network namespace ----------------------------------------------------------
-class Namespace:
-    """A private user + network namespace holding only ``lo``, kept alive by a holder process.
-
-    Start it with :meth:`start`; it returns ``None`` and a reason where the OS
-    cannot make one (not Linux, user namespaces disabled). Children spawned
-    by a :class:`Supervisor` given this namespace join it.
-
-    Example:
-        >>> ns, why = Namespace.start()
-        >>> ns is not None or bool(why)
-        True
-        >>> if ns is not None:
-        ...     ns.close()
-    """
-
-    def __init__(self, popen: subprocess.Popen[str]) -> None:
-        self._popen = popen
-        self.pid = popen.pid
-
-    @classmethod
-    def start(cls, *, timeout: float = 15.0) -> tuple[Namespace | None, str]:
-        """A new namespace, or ``(None, reason)`` where this machine cannot make one."""
-        if sys.platform != "linux":
-            return None, f"network namespaces are a Linux feature (this is {sys.platform})"
-        popen = subprocess.Popen(
-            [sys.executable, "-P", "-c", _HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True, start_new_session=True, cwd="/",
-        )
-        line = _read_line(popen, timeout)
-        if line.strip() == "READY":
-            return cls(popen), ""
-        _stop_popen(popen)
-        rest = popen.stdout.read() if popen.stdout else ""  # type: ignore[union-attr]  # the Popen was made with PIPE: never None
-        why = (line + rest).strip()[-400:] or f"the namespace holder exited with {popen.returncode}"
-        return None, "; ".join([why, *userns_switches()])
-
-    def close(self) -> None:
-        """Stop the holder (the namespace goes away with its last process)."""
-        with contextlib.suppress(OSError, ValueError):
-            self._popen.stdin.close()  # type: ignore[union-attr]  # the Popen was made with PIPE: never None
-        _stop_popen(self._popen)
-        with contextlib.suppress(OSError, ValueError):
-            self._popen.stdout.close()  # type: ignore[union-attr]  # the Popen was made with PIPE: never None
-
-    def __repr__(self) -> str:
-        return f"Namespace(holder pid {self.pid})"
-
-
-# sysctl files that turn unprivileged user namespaces off, and the value that does it
-_USERNS_OFF = (("user/max_user_namespaces", "0"), ("kernel/unprivileged_userns_clone", "0"),
-               ("kernel/apparmor_restrict_unprivileged_userns", "1"))
-
-
-def userns_switches(root: str = "/proc/sys") -> list[str]:
-    """Which of this machine's sysctl settings turn user namespaces off (``[]`` when none does).
-
-    Example:
-        >>> all(s.endswith("(turns user namespaces off)") for s in userns_switches())
-        True
-    """
-    off = []
-    for name, value in _USERNS_OFF:
-        with contextlib.suppress(OSError):
-            if Path(root, name).read_text(encoding="ascii").strip() == value:
-                off.append(f"{name.replace('/', '.')} = {value} (turns user namespaces off)")
-    return off
-
-
-def _read_line(popen: subprocess.Popen[str], timeout: float) -> str:
-    """First line of ``popen``'s stdout, waiting at most ``timeout`` seconds."""
-    out: list[str] = []
-    t = threading.Thread(target=lambda: out.append(popen.stdout.readline()), daemon=True)  # type: ignore[union-attr]  # the Popen was made with PIPE: never None
-    t.start()
-    t.join(timeout)
-    return out[0] if out else ""
-
-
-def _stop_popen(popen: subprocess.Popen[Any]) -> None:
-    if popen.poll() is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            popen.kill()
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        popen.wait(timeout=5)
 
 
 # -- the parent side ----------------------------------------------------------------------------
@@ -786,13 +460,3 @@ def _signal_tree(child: Child, descendants: list[Any], sig: int) -> None:
             proc.send_signal(sig)
 
 
-def temp_folder(prefix: str) -> Path:
-    """A new private temporary folder (mode 0700).
-
-    Example:
-        >>> d = temp_folder("vizdist-doc-")
-        >>> oct(d.stat().st_mode & 0o777)
-        '0o700'
-        >>> d.rmdir()
-    """
-    return Path(tempfile.mkdtemp(prefix=prefix))

@@ -30,7 +30,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import sys
 import threading
@@ -47,156 +46,23 @@ from vizdist._parts import concat_frames
 from vizdist.errors import RecordingWarning, TracingError
 from vizdist.instrument.core import engine, service_registry
 from vizdist.instrument.run import recorded_input
+from vizdist.instrument.run.dataset_record import PHASES, DatasetRecord, phase_now
 from vizdist.instrument.run.epochs import Passes
+from vizdist.instrument.run.feed import ELEMENT_COLUMNS, as_trace, per_batch, trace_columns
 from vizdist.instrument.run.inputs import TaggingFn, base_meta, input_meta, tag_global
 from vizdist.instrument.run.keras_inputs import KerasHooks, keras_source
 from vizdist.instrument.run.observers import observers_for
-from vizdist.instrument.run.reader import StepReader
 from vizdist.instrument.run.stream import PART_ELEMENTS, PartStream
-from vizdist.instrument.tfapi import keras as tf_keras
 from vizdist.instrument.tfapi import runtime
 from vizdist.trace import Trace
 
-__all__ = ["PHASES", "TIMING_NOTE", "DatasetRecord", "Recording", "RecordingWarning", "record"]
+# DatasetRecord, phase_now and PHASES live in dataset_record.py; importable from here too.
+__all__ = ["PHASES", "TIMING_NOTE", "DatasetRecord", "Recording", "RecordingWarning", "phase_now", "record"]
 
-#: Where a pass can start.
-PHASES = ("train", "validation", "evaluate", "predict", "build", "loop")
 #: Steps the live explorer (``rec.show()``) holds: the newest ones.
 RECENT_STEPS = 50
-#: The columns :meth:`Recording.recent` and :meth:`Recording.recent_steps` read per element (the rest per batch).
-ELEMENT_COLUMNS = ("source_id", "source", "source_file", "source_line")
-_keys = itertools.count()
 _active: Recording | None = None
 _patch_lock = threading.Lock()
-
-
-def _keras_frame(code: Any) -> str | None:
-    return code.co_name if tf_keras.is_trainer_frame(code.co_name, code.co_filename) else None
-
-
-def phase_now() -> str:
-    """The phase a pass started here belongs to, read from the Python stack (Keras's trainer methods)."""
-    names = []
-    frame: FrameType | None = sys._getframe(1)
-    while frame is not None:
-        hit = _keras_frame(frame.f_code)
-        if hit:
-            names.append(hit)
-        frame = frame.f_back
-    if not names:
-        return "loop"
-    inner = names[0]
-    if inner == tf_keras.BUILD_METHOD:  # Keras reads one batch of a fresh pass to build the model, and drops it
-        return "build"
-    if inner == "evaluate":
-        return "validation" if "fit" in names[1:] else "evaluate"
-    return "train" if inner == "fit" else "predict"
-
-
-class DatasetRecord:
-    """One distributed dataset made inside the block: its reader and what vizdist learnt building it.
-
-    The :class:`~vizdist.instrument.run.recorded_input.StepSink` its recorded dataset reports to.
-    """
-
-    def __init__(self, recording: Recording, strategy: Any, info: dict[str, Any], meta: dict[str, Any], *,
-                 tagged: bool, ids_in_values: bool, source: Any = None) -> None:
-        self.recording, self.strategy, self.info, self.meta = recording, strategy, info, meta
-        self.source = source  # the user's dataset (or dataset_fn): a loop's passes over it count as its epochs
-        self.key = next(_keys)
-        self.index = len(recording.datasets)
-        self.tagged, self.ids_in_values = tagged, ids_in_values
-        self.reader = StepReader(strategy, info=info, tagged=tagged, ids_in_values=ids_in_values)
-        self.lock = recording.step_lock  # one lock for the block: a snapshot or a part holds whole steps
-        self._read_t0: int | None = None  # timing: when the current read began
-        self._last: tuple[int, int] | None = None  # timing: (step, when its read ended) of the last step
-
-    # -- the StepSink protocol ------------------------------------------------
-    def split(self, element: Any) -> tuple[Any, Any]:
-        """``(tags, values)`` of one distributed element: :meth:`StepReader.split`."""
-        return self.reader.split(element)
-
-    def phase_now(self) -> str:
-        return phase_now()
-
-    def new_pass(self, phase: str) -> None:
-        self.recording.new_pass(self, phase)
-        self._last = None
-
-    def before_read(self) -> None:
-        """With timing: note when a read starts (now, or each time the graph being built runs)."""
-        timer = self.recording.timer
-        if timer is None:
-            return
-        if tf.executing_eagerly():
-            self._read_t0 = timer.now()
-            return
-
-        def mark() -> int:
-            self._read_t0 = timer.now()
-            return 0
-
-        tf.py_function(mark, [], tf.int32, name="vizdist_read_starts")
-
-    def _spans(self, step: int) -> None:
-        """With timing: this step's read (``transfer``) and the previous step's time between reads (``consume``)."""
-        timer = self.recording.timer
-        if timer is None or self._read_t0 is None:
-            return
-        end, lane = timer.now(), f"w{self.reader.worker} host"
-        timer.add(lane, "transfer", self._read_t0, end, step=step)
-        if self._last is not None and self._last[1] <= self._read_t0:
-            timer.add(lane, "consume", self._last[1], self._read_t0, step=self._last[0])
-        self._last, self._read_t0 = (step, end), None
-
-    def eager_step(self, tags: Any, values: Any) -> None:
-        if not self.recording.active:
-            return
-        with self.lock:
-            step = self.recording.begin_step(self)
-            self._spans(step)
-            self.recording.step_done(self.reader.record_step(step, tags, values))
-
-    def graph_step(self, tags: Any, values: Any) -> None:
-        """Report from inside a ``tf.function``: a ``tf.py_function`` that runs each time the step runs."""
-        firsts, per_replica = self.reader.per_replica(tags, values)
-        devices = [f.device or "" for f in firsts]
-        dtype = firsts[0].dtype.name if firsts and hasattr(firsts[0], "dtype") else ""
-        shapes = [tf.shape(f, out_type=tf.int64) if isinstance(f, tf.Tensor) else tf.zeros([0], tf.int64)
-                  for f in firsts]
-        n = len(per_replica[0]) if per_replica else 0
-        flat = [x for r, parts in enumerate(per_replica) for x in [*parts, shapes[r]]]
-
-        def report(*arrays: Any) -> int:
-            self._add_graph_step(arrays, n, devices, dtype)
-            return 0
-
-        tf.py_function(report, flat, tf.int32, name="vizdist_record_step")
-
-    def _add_graph_step(self, arrays: Any, n: int, devices: list[str], dtype: str) -> None:
-        if not self.recording.active:
-            return
-        reader = self.reader
-        with self.lock:
-            step = self.recording.begin_step(self)
-            self._spans(step)
-            total = 0
-            for r in range(len(devices)):
-                parts = [a.numpy() for a in arrays[r * (n + 1):(r + 1) * (n + 1)]]
-                device = reader.devices[r] if not devices[r] and r < len(reader.devices) else devices[r]
-                total += reader.add_replica(step, r, parts[:-1], device=device,
-                                            shape=str(tuple(int(d) for d in parts[-1])), dtype=dtype)
-            self.recording.step_done(total)
-
-    # -- tables -----------------------------------------------------------------
-    def tables(self, *, drain: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """This dataset's rows so far (``drain``: and forget them, they go into a part on disk)."""
-        rec = self.reader.rec
-        if not self.meta.get("global_batch_size"):
-            totals = rec.step_totals()
-            self.meta["global_batch_size"] = int(totals.max()) if len(totals) else None
-        batch = self.meta["global_batch_size"]
-        return rec.drain(global_batch_size=batch) if drain else rec.tables(global_batch_size=batch)
 
 
 class Recording:
@@ -495,19 +361,7 @@ class Recording:
             "error": how the block ended or None})``.
         """
         cols, status = self._newest(after, max_steps)
-        if cols is None:
-            return None, status
-        n = cols["n_elements"]
-        rows = np.repeat(np.arange(len(n)), n)
-        b = pd.DataFrame({k: cols[k] for k in ("step", "replica", "device", "n_elements", "dataset", "phase",
-                                               "epoch", "epoch_step")})
-        b.insert(4, "empty", n == 0)
-        e = pd.DataFrame({"step": cols["step"][rows], "replica": cols["replica"][rows],
-                          "device": cols["device"][rows], **{k: cols[k] for k in ELEMENT_COLUMNS},
-                          "position": np.arange(len(rows)) - (np.cumsum(n) - n)[rows],
-                          **{k: cols[k][rows] for k in ("dataset", "phase", "epoch", "epoch_step")}})
-        meta = {"kind": "distribution", "api": "record", "strategy": self._strategy_name()}
-        return Trace(elements=e, batches=b, meta=meta), status
+        return (None if cols is None else as_trace(cols, strategy=self._strategy_name())), status
 
     def recent_steps(self, after: int = -1, max_steps: int = RECENT_STEPS) -> tuple[dict[str, Any] | None,
                                                                                       dict[str, Any]]:
@@ -523,14 +377,7 @@ class Recording:
         cols, status = self._newest(after, max_steps)
         if cols is None:
             return None, status
-        n = cols["n_elements"]
-        bounds = np.cumsum(n).tolist()
-        out = {k: cols[k].tolist() for k in ("step", "replica", "device", "n_elements", "phase", "epoch",
-                                             "epoch_step")}
-        for name, k in (("ids", "source_id"), ("sources", "source"), ("files", "source_file"),
-                        ("lines", "source_line")):
-            v = cols[k].tolist()
-            out[name] = [v[hi - m:hi] for m, hi in zip(n.tolist(), bounds, strict=True)]
+        out = per_batch(cols)
         out["multi_source"] = any(len(d.info.get("sources") or ()) > 1 for d in self.datasets)
         return out, status
 
@@ -544,7 +391,7 @@ class Recording:
             tails = [self._tail(d, after, max_steps) for d in self.datasets]
             recent = self._recent
         if recent is not None and len(recent.batches) and int(recent.batches["step"].max()) > after:
-            tails.append(_trace_columns(recent, after))
+            tails.append(trace_columns(recent, after))
         frames = [f for f in tails if f is not None and len(f["step"])]
         if not frames:
             return None, status
@@ -721,20 +568,3 @@ def _block_meta(rec: Recording, metas: list[dict[str, Any]], passes: list[dict[s
         meta["ended_by"] = rec.error
     return meta
 
-
-def _trace_columns(t: Trace, after: int) -> dict[str, np.ndarray]:
-    """The batches of ``t`` (a part's newest steps) after step ``after`` as the columns of
-    :meth:`Recording._newest`, each batch's ``n_elements`` its element rows."""
-    b = t.batches[t.batches["step"] > after].sort_values(["step", "replica"], kind="stable")
-    e = t.elements[t.elements["step"] > after].sort_values(["step", "replica", "position"], kind="stable")
-    by_batch = e.groupby(["step", "replica"], sort=False)
-    keys = list(zip(b["step"].tolist(), b["replica"].tolist(), strict=True))
-    got = {k: [v.get(key, []) for key in keys]
-           for k, v in ((k, by_batch[k].agg(list).to_dict()) for k in ELEMENT_COLUMNS)}
-    return {"step": b["step"].to_numpy(np.int64), "replica": b["replica"].to_numpy(np.int64),
-            "device": np.asarray(b["device"].astype(str), dtype=object),
-            "n_elements": np.array([len(g) for g in got["source_id"]], dtype=np.int64),
-            "dataset": b["dataset"].to_numpy(np.int64), "phase": np.asarray(b["phase"].astype(str), dtype=object),
-            "epoch": b["epoch"].to_numpy(np.int64), "epoch_step": b["epoch_step"].to_numpy(np.int64),
-            **{k: np.array([i for g in got[k] for i in g], dtype=object if k == "source_file" else np.int64)
-               for k in ELEMENT_COLUMNS}}

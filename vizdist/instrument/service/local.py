@@ -16,7 +16,7 @@ from vizdist._files import write_file
 from vizdist.errors import IsolationError, TracingError
 from vizdist.instrument.core import service_registry as registry
 from vizdist.instrument.processes import jobfiles
-from vizdist.instrument.processes.cluster import EXPOSURE, IsolationWarning, start_namespace, warn_exposed
+from vizdist.instrument.processes.isolation import EXPOSURE, IsolationWarning, start_namespace, warn_exposed
 from vizdist.instrument.processes.supervisor import (
     Child,
     FolderJanitor,
