@@ -100,3 +100,15 @@ def test_a_task_of_a_cluster_ends_its_runs_before_the_cluster_stops_it(monkeypat
     assert supervisor.bounded_timeout(None) == pytest.approx(100 - supervisor.TASK_MARGIN_S, abs=2)
     assert supervisor.bounded_timeout(30.0) == 30.0
     assert supervisor.bounded_timeout(300.0) == pytest.approx(100 - supervisor.TASK_MARGIN_S, abs=2)
+
+
+#: The most lines a module of vizdist may have: past it, a module holds more than one concern (split it where
+#: one separates, as ids/handlers/ and the trace's _tables.py / _head.py / _tracefiles.py were).
+MAX_MODULE_LINES = 600
+
+
+def test_every_module_is_short_enough_to_hold_one_concern():
+    package = Path(vizdist.__file__).parent
+    long = {str(p.relative_to(package)): n for p in package.rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
