@@ -60,7 +60,18 @@ def _probe_once() -> dict:
             listen.setdefault(str(c.pid), []).append(f"{ip}:{c.laddr.port}")
         elif c.status == "ESTABLISHED" and c.raddr:
             est.append([c.pid, c.laddr.port, c.raddr.port])
-    return {"listen": listen, "established": est, "netns": os.readlink("/proc/self/ns/net")}
+    return {"listen": listen, "established": est, "netns": os.readlink("/proc/self/ns/net"), "pid": os.getpid()}
+
+
+def _own_sockets(shards: list[dict]) -> dict:
+    """The probes of every task, each read in that task's own process, each kept to that process's own
+    sockets: a task whose run ended first may have closed them before another task's probe looks."""
+    listen, est = {}, []
+    for shard in shards:
+        p = shard["probe"]
+        listen.update({k: v for k, v in p["listen"].items() if k == str(p["pid"])})
+        est += [c for c in p["established"] if c[0] == p["pid"]]
+    return {"listen": listen, "established": est, "netns": shards[0]["probe"]["netns"]}
 
 
 def _expected(probe: dict, addresses: dict[str, list[str]], pid_task: dict[int, str] | None = None):
@@ -120,7 +131,7 @@ def ps_trace() -> Trace:
 @pytest.mark.slow
 def test_multi_worker_run_listens_advertises_and_connects_as_the_processes_did(mwms_trace) -> None:
     shard = mwms_trace.meta["shards"][0]
-    cluster, probe = shard["tf_config_cluster"], shard["probe"]
+    cluster, probe = shard["tf_config_cluster"], _own_sockets(mwms_trace.meta["shards"])
     topo = vizdist.topology(mwms_trace)
     assert {t.name: t.address for t in topo.tasks if t.address} == {
         f"{j}:{i}": a for j, v in cluster.items() for i, a in enumerate(v)}
