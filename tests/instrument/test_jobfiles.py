@@ -16,7 +16,7 @@ ROOT = Path(vizdist.__file__).parent
 #: modules that may still spell a job file's name, each with why.
 EXCEPTIONS = {
     "instrument/processes/jobfiles.py": "the one place the names are spelled",
-    "trace.py": "the shard layout a folder merge reads (the trace layer imports no instrument module); "
+    "_tracefiles.py": "the shard layout a folder merge reads (the trace layer imports no instrument module); "
                 "test_the_shard_layout_is_the_trace_file_name checks it is jobfiles.TRACE's",
 }
 
